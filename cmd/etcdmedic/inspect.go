@@ -1,0 +1,79 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/finding"
+)
+
+// inspectResult is the JSON of `etcdmedic inspect`: the data dir report plus findings.
+type inspectResult struct {
+	*datadir.Report
+	Findings []finding.Finding `json:"findings"`
+}
+
+func newInspectCommand(opts *globalOptions) *cobra.Command {
+	var deep bool
+	cmd := &cobra.Command{
+		Use:   "inspect DATA_DIR",
+		Short: "Inspect a stopped member's data dir offline (read-only)",
+		Long: `Reads one etcd member's data dir (etcd's --data-dir, or a PD data dir such as /var/lib/pd)
+without writing to it: identity, raft state, backend, membership from both of etcd's stores,
+and findings with evidence and remedies.
+
+Exit codes: 0 nothing found, 1 warnings, 2 critical findings, 3 could not inspect.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, _ := printerFor(opts.writeOut)
+			report, err := datadir.Inspect(args[0], datadir.Options{Deep: deep})
+			if err != nil {
+				return inspectError(err)
+			}
+			res := inspectResult{Report: report, Findings: finding.ForDataDir(report)}
+			if res.Findings == nil {
+				res.Findings = []finding.Finding{}
+			}
+			if err := p.Inspect(cmd.OutOrStdout(), res); err != nil {
+				return err
+			}
+			switch report.Kind {
+			case datadir.KindEmpty:
+				return failf("nothing to inspect; a new member may use this directory", "%s is empty: no etcd data", args[0])
+			case datadir.KindNotEtcd:
+				return failf("give the directory passed to etcd as --data-dir (it holds member/wal and member/snap)", "%s is not an etcd data dir: %s", args[0], report.KindReason)
+			}
+			return verdictFor(res.Findings)
+		},
+	}
+	cmd.Flags().BoolVar(&deep, "deep", false, "also read the whole db: size in use, key count, and a check of every page")
+	return cmd
+}
+
+func inspectError(err error) error {
+	if errors.Is(err, datadir.ErrLocked) {
+		return &cliError{code: exitFailed, err: err, hint: "stop the member first (inspect reads a stopped member), or inspect a copy: etcdctl snapshot save gives a consistent copy of its db"}
+	}
+	return &cliError{code: exitFailed, err: err}
+}
+
+// verdictFor turns findings into the exit code: 2 critical, 1 warnings, 0 otherwise.
+func verdictFor(fs []finding.Finding) error {
+	switch finding.Worst(fs) {
+	case finding.Critical:
+		return verdict{code: exitCritical}
+	case finding.Warning:
+		return verdict{code: exitFindings}
+	}
+	return nil
+}
+
+func idOrDash(id datadir.ID) string {
+	if id == 0 {
+		return "-"
+	}
+	return fmt.Sprint(id)
+}

@@ -1,0 +1,16 @@
+// Command etcdmedic detects, prevents and repairs the membership failures that take etcd
+// clusters down, and proves each repair against real etcd.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	// The hidden "etcd" command must see its arguments untouched by cobra: it is etcd itself.
+	if len(os.Args) > 1 && os.Args[1] == linkedEtcdCommand {
+		runLinkedEtcd(os.Args[2:])
+		return
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}

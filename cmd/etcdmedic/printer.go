@@ -1,0 +1,22 @@
+package main
+
+import (
+	"io"
+)
+
+// printer renders each command's result; one implementation per -w format, as etcdutl does.
+type printer interface {
+	Version(w io.Writer, v versionInfo) error
+	Inspect(w io.Writer, r inspectResult) error
+	Sandbox(w io.Writer, r sandboxResult) error
+}
+
+func printerFor(format string) (printer, error) {
+	switch format {
+	case "table", "":
+		return tablePrinter{}, nil
+	case "json":
+		return jsonPrinter{}, nil
+	}
+	return nil, failf("use -w table or -w json", "unknown output format %q", format)
+}

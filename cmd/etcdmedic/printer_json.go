@@ -1,0 +1,21 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+)
+
+// jsonPrinter writes every result as indented JSON: the documented, machine-readable form.
+type jsonPrinter struct{}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (jsonPrinter) Version(w io.Writer, v versionInfo) error { return writeJSON(w, v) }
+
+func (jsonPrinter) Inspect(w io.Writer, r inspectResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) Sandbox(w io.Writer, r sandboxResult) error { return writeJSON(w, r) }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes shared by every command. Commands with richer outcomes (doctor, guard) document
+// their own on top of these.
+const (
+	exitOK       = 0
+	exitFindings = 1 // ran, and found something worth a look
+	exitCritical = 2 // ran, and found something that needs action now
+	exitFailed   = 3 // could not run: bad input, unreadable data, unreachable cluster
+)
+
+// cliError carries the exit code and an optional hint for the operator.
+type cliError struct {
+	code int
+	err  error
+	hint string
+}
+
+func (e *cliError) Error() string { return e.err.Error() }
+func (e *cliError) Unwrap() error { return e.err }
+
+// failf reports that a command could not run, with a hint that tells the operator what to try.
+func failf(hint string, format string, args ...any) error {
+	return &cliError{code: exitFailed, err: fmt.Errorf(format, args...), hint: hint}
+}
+
+// withExit ends a command that did run with a non-zero verdict (findings) without an error line.
+type verdict struct{ code int }
+
+func (v verdict) Error() string { return fmt.Sprintf("exit %d", v.code) }
+
+type globalOptions struct {
+	writeOut string
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	opts := &globalOptions{}
+	root := &cobra.Command{
+		Use:           "etcdmedic",
+		Short:         "Detect, prevent and repair etcd membership failures, losing nothing",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVarP(&opts.writeOut, "write-out", "w", "table", "output format: table or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if _, err := printerFor(opts.writeOut); err != nil {
+			return err
+		}
+		return nil
+	}
+	root.AddCommand(
+		newVersionCommand(opts),
+		newInspectCommand(opts),
+		newSandboxCommand(opts),
+	)
+	root.AddCommand(&cobra.Command{
+		Use:                linkedEtcdCommand,
+		Short:              "Run the etcd server linked into etcdmedic (takes etcd's own flags)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run:                func(cmd *cobra.Command, args []string) { runLinkedEtcd(args) },
+	})
+	return root
+}
+
+// run executes one command line and turns its outcome into an exit code and one clear line.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var v verdict
+	if errors.As(err, &v) {
+		return v.code
+	}
+	fmt.Fprintf(stderr, "Error: %v\n", err)
+	var ce *cliError
+	if errors.As(err, &ce) {
+		if ce.hint != "" {
+			fmt.Fprintf(stderr, "Hint: %s\n", ce.hint)
+		}
+		return ce.code
+	}
+	return exitFailed
+}

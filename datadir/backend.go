@@ -1,0 +1,257 @@
+package datadir
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+	"google.golang.org/protobuf/proto"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Backend is what the member's bbolt db (member/snap/db) says.
+type Backend struct {
+	Path              string    `json:"path"`
+	FileBytes         int64     `json:"fileBytes"`
+	SizeBytes         int64     `json:"sizeBytes"` // etcd's "DB SIZE": allocated pages x page size
+	PageSize          uint32    `json:"pageSize"`
+	ConsistentIndex   uint64    `json:"consistentIndex"`
+	Term              uint64    `json:"term"`
+	Revision          int64     `json:"revision"`
+	CompactedRevision int64     `json:"compactedRevision"`
+	ClusterVersion    string    `json:"clusterVersion,omitempty"`
+	StorageVersion    string    `json:"storageVersion,omitempty"`
+	Downgrade         string    `json:"downgrade,omitempty"`
+	ConfState         *ConfState `json:"confState,omitempty"`
+	Alarms            []Alarm   `json:"alarms"`
+	Members           []Member  `json:"-"`
+	RemovedMembers    []ID      `json:"-"`
+	// Filled by a deep check only (it reads every page).
+	Deep *DeepCheck `json:"deep,omitempty"`
+}
+
+// Alarm is an alarm raised on a member (NOSPACE, CORRUPT), as stored in the alarm bucket.
+type Alarm struct {
+	MemberID ID     `json:"memberID"`
+	Alarm    string `json:"alarm"`
+}
+
+// DeepCheck is what reading the whole db file found.
+type DeepCheck struct {
+	SizeInUseBytes int64    `json:"sizeInUseBytes"`
+	Keys           int      `json:"keys"`
+	PageErrors     []string `json:"pageErrors"`
+}
+
+// lockWait is how long etcdmedic waits for the db's file lock before concluding that a running
+// etcd holds it.
+const lockWait = 300 * time.Millisecond
+
+// ErrLocked means a running etcd (or another process) holds the member's files.
+var ErrLocked = errors.New("the db file is locked by a running process (is etcd still running on this data dir?)")
+
+// readBackend opens the db read-only and reads the small buckets and the newest revision. It
+// touches a handful of pages, whatever the db's size; deep also walks every page.
+func readBackend(path string, deep bool) (be *Backend, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	size, err := statSize(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	meta, err := readBboltMeta(f, size)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("db %s: %w", path, err)
+	}
+	// bbolt maps the file: a page that lies past a damaged file's end faults on access. Turn
+	// such a fault into an error instead of a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			be, err = nil, fmt.Errorf("db %s is damaged: reading it failed (%v)", path, r)
+		}
+	}()
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockWait, PreLoadFreelist: deep})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, ErrLocked
+		}
+		return nil, fmt.Errorf("open db %s read-only: %w", path, err)
+	}
+	defer db.Close()
+	be = &Backend{Path: path, FileBytes: size, PageSize: meta.PageSize, SizeBytes: int64(meta.HighPage) * int64(meta.PageSize), Alarms: []Alarm{}}
+	err = db.View(func(tx *bolt.Tx) error {
+		if err := be.readMeta(tx.Bucket([]byte("meta"))); err != nil {
+			return err
+		}
+		if err := be.readCluster(tx.Bucket([]byte("cluster"))); err != nil {
+			return err
+		}
+		if err := be.readMembers(tx.Bucket([]byte("members")), tx.Bucket([]byte("members_removed"))); err != nil {
+			return err
+		}
+		if err := be.readAlarms(tx.Bucket([]byte("alarm"))); err != nil {
+			return err
+		}
+		be.readRevision(tx.Bucket([]byte("key")))
+		if deep {
+			be.Deep = deepCheck(tx, db)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("db %s: %w", path, err)
+	}
+	return be, nil
+}
+
+func (be *Backend) readMeta(b *bolt.Bucket) error {
+	if b == nil {
+		return errors.New("no meta bucket: not an etcd backend")
+	}
+	if v := b.Get([]byte("consistent_index")); len(v) == 8 {
+		be.ConsistentIndex = binary.BigEndian.Uint64(v)
+	}
+	if v := b.Get([]byte("term")); len(v) == 8 {
+		be.Term = binary.BigEndian.Uint64(v)
+	}
+	if v := b.Get([]byte("confState")); v != nil {
+		var cs struct {
+			Voters   []uint64 `json:"voters"`
+			Learners []uint64 `json:"learners"`
+		}
+		if err := json.Unmarshal(v, &cs); err != nil {
+			return fmt.Errorf("meta/confState is not JSON: %w", err)
+		}
+		out := ConfState{Voters: []ID{}, Learners: []ID{}}
+		for _, id := range cs.Voters {
+			out.Voters = append(out.Voters, ID(id))
+		}
+		for _, id := range cs.Learners {
+			out.Learners = append(out.Learners, ID(id))
+		}
+		be.ConfState = &out
+	}
+	if v := b.Get([]byte("storageVersion")); v != nil {
+		be.StorageVersion = string(v)
+	}
+	if v := b.Get([]byte("finishedCompactRev")); len(v) >= 8 {
+		be.CompactedRevision = int64(binary.BigEndian.Uint64(v[:8]))
+	}
+	return nil
+}
+
+func (be *Backend) readCluster(b *bolt.Bucket) error {
+	if b == nil {
+		return nil
+	}
+	if v := b.Get([]byte("clusterVersion")); v != nil {
+		be.ClusterVersion = string(v)
+	}
+	if v := b.Get([]byte("downgrade")); v != nil {
+		be.Downgrade = string(v)
+	}
+	return nil
+}
+
+// backendMember is the JSON etcd stores in the members bucket (membership.Member).
+type backendMember struct {
+	ID         uint64   `json:"id"`
+	PeerURLs   []string `json:"peerURLs"`
+	Name       string   `json:"name"`
+	ClientURLs []string `json:"clientURLs"`
+	IsLearner  bool     `json:"isLearner"`
+}
+
+func (be *Backend) readMembers(members, removed *bolt.Bucket) error {
+	if members != nil {
+		err := members.ForEach(func(k, v []byte) error {
+			id, err := ParseID(string(k))
+			if err != nil {
+				return fmt.Errorf("members bucket key %q: %w", k, err)
+			}
+			var m backendMember
+			if err := json.Unmarshal(v, &m); err != nil {
+				return fmt.Errorf("members bucket record %s is not JSON: %w", id, err)
+			}
+			be.Members = append(be.Members, Member{ID: id, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if removed != nil {
+		err := removed.ForEach(func(k, v []byte) error {
+			id, err := ParseID(string(k))
+			if err != nil {
+				return fmt.Errorf("members_removed bucket key %q: %w", k, err)
+			}
+			be.RemovedMembers = append(be.RemovedMembers, id)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	sort.Slice(be.RemovedMembers, func(i, j int) bool { return be.RemovedMembers[i] < be.RemovedMembers[j] })
+	return nil
+}
+
+func (be *Backend) readAlarms(b *bolt.Bucket) error {
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, v []byte) error {
+		var am etcdserverpb.AlarmMember
+		if err := proto.Unmarshal(k, &am); err != nil {
+			return fmt.Errorf("alarm bucket key does not decode: %w", err)
+		}
+		be.Alarms = append(be.Alarms, Alarm{MemberID: ID(am.GetMemberID()), Alarm: am.GetAlarm().String()})
+		return nil
+	})
+}
+
+// readRevision takes the current revision from the last key of the key bucket: a walk down
+// the rightmost edge of the B+tree, a few pages whatever the db's size. Keys are
+// 8-byte big-endian main revision, '_', 8-byte sub revision (mvcc/revision.go).
+func (be *Backend) readRevision(b *bolt.Bucket) {
+	if b != nil {
+		if k, _ := b.Cursor().Last(); len(k) >= 8 {
+			be.Revision = int64(binary.BigEndian.Uint64(k[:8]))
+		}
+	}
+	// etcd starts at the compacted revision if every key at or above it was deleted.
+	if be.Revision < be.CompactedRevision {
+		be.Revision = be.CompactedRevision
+	}
+}
+
+// deepCheck reads every page: bbolt's consistency check, the number of keys, and the size in
+// use (the db size less its free pages), which etcd reports as "DB SIZE IN USE".
+func deepCheck(tx *bolt.Tx, db *bolt.DB) *DeepCheck {
+	dc := &DeepCheck{PageErrors: []string{}}
+	for err := range tx.Check() {
+		if len(dc.PageErrors) < 20 { // keep reading: the checker stops only when drained
+			dc.PageErrors = append(dc.PageErrors, err.Error())
+		}
+	}
+	if b := tx.Bucket([]byte("key")); b != nil {
+		dc.Keys = b.Stats().KeyN
+	}
+	st := db.Stats()
+	dc.SizeInUseBytes = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(db.Info().PageSize)
+	return dc
+}

@@ -1,0 +1,263 @@
+// Package datadir reads one etcd (or PD) member's data dir offline, without writing a byte:
+// its identity, raft state, backend, and membership from both of etcd's stores.
+package datadir
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Kinds of data dir.
+const (
+	KindEtcdMember = "etcd-member"
+	KindPDMember   = "pd-member"
+	KindEmpty      = "empty"
+	KindNotEtcd    = "not-etcd"
+)
+
+// Report is everything inspect learned about one data dir. Its JSON form is the contract of
+// `etcdmedic inspect -w json` (documented in the README).
+type Report struct {
+	Path       string      `json:"path"`
+	Kind       string      `json:"kind"`
+	KindReason string      `json:"kindReason,omitempty"`
+	MemberDir  string      `json:"memberDir,omitempty"`
+	Identity   *Identity   `json:"identity,omitempty"`
+	PDJoin     *PDJoin     `json:"pdJoin,omitempty"`
+	Raft       *Raft       `json:"raft,omitempty"`
+	Backend    *Backend    `json:"backend,omitempty"`
+	// BackendError says why the db could not be read (the rest of the report still stands).
+	BackendError string      `json:"backendError,omitempty"`
+	Membership   *Membership `json:"membership,omitempty"`
+	// MembershipError says why a membership view could not be rebuilt.
+	MembershipError string `json:"membershipError,omitempty"`
+}
+
+// Identity says which member of which cluster this data dir belongs to.
+type Identity struct {
+	ClusterID ID       `json:"clusterID"`
+	MemberID  ID       `json:"memberID"`
+	Name      string   `json:"name"`
+	PeerURLs  []string `json:"peerURLs"`
+	// InMembership is false when the member is not in its own membership (removed, or the
+	// data dir is from before it was added).
+	InMembership bool `json:"inMembership"`
+	// RemovedMarked is true when either store marks this member removed.
+	RemovedMarked bool `json:"removedMarked"`
+}
+
+// Raft is the raft log and snapshot state from member/wal and member/snap.
+type Raft struct {
+	HardState   HardState    `json:"hardState"`
+	FirstIndex  uint64       `json:"firstIndex"`
+	LastIndex   uint64       `json:"lastIndex"`
+	LastTerm    uint64       `json:"lastTerm"`
+	Entries     int          `json:"entries"`
+	WALSegments int          `json:"walSegments"`
+	WALBytes    int64        `json:"walBytes"`
+	Segments    []WALSegment `json:"segments"`
+	Snapshot    *Snapshot    `json:"snapshot,omitempty"`
+	// SnapshotError says why no usable .snap could be loaded although the WAL records one.
+	SnapshotError string `json:"snapshotError,omitempty"`
+	// PendingSnapshotDBs are backends received from a leader and not yet applied.
+	PendingSnapshotDBs []string     `json:"pendingSnapshotDBs"`
+	Tail               *TailProblem `json:"tailProblem,omitempty"`
+}
+
+// Options tune an inspection.
+type Options struct {
+	// Deep reads the whole db: size in use, key count and a check of every page.
+	Deep bool
+	// Now is the clock for ages (tests pin it).
+	Now time.Time
+}
+
+// ErrNotInspectable wraps every reason a path cannot be inspected at all.
+var ErrNotInspectable = errors.New("cannot inspect")
+
+// Inspect reads the data dir at path. It returns an error only when nothing useful can be
+// said (missing path, unreadable WAL, files locked by a running etcd); damage it can describe
+// (a torn WAL tail, an unreadable db) is reported in the Report.
+func Inspect(path string, opts Options) (*Report, error) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	r := &Report{Path: path}
+	if err := r.classify(path, opts.Now); err != nil {
+		return nil, err
+	}
+	if r.Kind != KindEtcdMember && r.Kind != KindPDMember {
+		return r, nil
+	}
+	walDir := filepath.Join(r.MemberDir, "wal")
+	snapDir := filepath.Join(r.MemberDir, "snap")
+	dbPath := filepath.Join(snapDir, "db")
+
+	segs, err := listWALSegments(walDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list WAL in %s: %v", ErrNotInspectable, walDir, err)
+	}
+	if len(segs) > 0 && walLocked(filepath.Join(walDir, segs[len(segs)-1].Name)) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotInspectable, walDir, ErrLocked)
+	}
+	ws, err := readWAL(walDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read WAL in %s: %v", ErrNotInspectable, walDir, err)
+	}
+	r.Raft = &Raft{
+		HardState: ws.HardState, LastIndex: ws.LastIndex, LastTerm: ws.LastTerm, Entries: ws.Entries,
+		WALSegments: len(ws.Segments), Segments: ws.Segments, Tail: ws.Tail, PendingSnapshotDBs: []string{},
+	}
+	for _, s := range ws.Segments {
+		r.Raft.WALBytes += s.Bytes
+	}
+	r.Identity = &Identity{ClusterID: ws.ClusterID, MemberID: ws.MemberID}
+
+	snapshot, raftSnap, snapErr := newestUsableSnapshot(snapDir, ws.Snapshots, ws.HardState.Commit)
+	if snapErr != nil && !errors.Is(snapErr, fs.ErrNotExist) {
+		r.Raft.SnapshotError = snapErr.Error()
+	}
+	r.Raft.Snapshot = snapshot
+	if snapshot != nil {
+		r.Raft.FirstIndex = snapshot.Index + 1
+	} else {
+		r.Raft.FirstIndex = 1
+	}
+	if _, pending, err := listSnapFiles(snapDir); err == nil && pending != nil {
+		r.Raft.PendingSnapshotDBs = pending
+	}
+
+	be, err := readBackend(dbPath, opts.Deep)
+	switch {
+	case errors.Is(err, ErrLocked):
+		return nil, fmt.Errorf("%w: %s: %w", ErrNotInspectable, dbPath, ErrLocked)
+	case err != nil:
+		r.BackendError = err.Error()
+	default:
+		r.Backend = be
+	}
+
+	// The v2 store: the snapshot's copy plus the committed changes after it.
+	v2 := newV2Membership()
+	after := uint64(0)
+	if raftSnap != nil {
+		parsed, err := parseV2Store(raftSnap.GetData())
+		if err != nil {
+			r.MembershipError = err.Error()
+		} else {
+			v2 = parsed
+		}
+		after = snapshot.Index
+	}
+	v2.replay(ws.Changes, after, ws.HardState.Commit)
+	ms := &Membership{V2: v2.sortedMembers(), V2Removed: sortedIDs(v2.Removed), V2CustomKeys: v2.CustomKeys, Changes: ws.Changes}
+	if ms.Changes == nil {
+		ms.Changes = []MembershipChange{}
+	}
+	if be != nil {
+		ms.V3 = be.Members
+		ms.V3Removed = be.RemovedMembers
+		ms.RaftConfState = be.ConfState
+		sortMembers(ms.V3)
+	}
+	if ms.V3 == nil {
+		ms.V3 = []Member{}
+	}
+	if ms.V3Removed == nil {
+		ms.V3Removed = []ID{}
+	}
+	r.Membership = ms
+	r.fillIdentity()
+	return r, nil
+}
+
+// fillIdentity names this member from its own membership: the v3 record first (it survives
+// into v3.6+), the v2 one where v3 has no name.
+func (r *Report) fillIdentity() {
+	id := r.Identity.MemberID
+	ms := r.Membership
+	v2, v3 := Find(ms.V2, id), Find(ms.V3, id)
+	for _, m := range []*Member{v3, v2} {
+		if m == nil {
+			continue
+		}
+		if r.Identity.Name == "" {
+			r.Identity.Name = m.Name
+		}
+		if len(r.Identity.PeerURLs) == 0 {
+			r.Identity.PeerURLs = m.PeerURLs
+		}
+	}
+	r.Identity.InMembership = v2 != nil || v3 != nil
+	for _, list := range [][]ID{ms.V2Removed, ms.V3Removed} {
+		for _, rid := range list {
+			if rid == id {
+				r.Identity.RemovedMarked = true
+			}
+		}
+	}
+}
+
+// classify decides what kind of directory path is, and where its member/ dir is.
+func (r *Report) classify(path string, now time.Time) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %s does not exist", ErrNotInspectable, path)
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("%w: %s: permission denied (run as the user that owns the data dir, or root)", ErrNotInspectable, path)
+		}
+		return fmt.Errorf("%w: %v", ErrNotInspectable, err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%w: %s is a file, not a data dir (give the directory passed to etcd as --data-dir)", ErrNotInspectable, path)
+	}
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return fmt.Errorf("%w: %s: permission denied (run as the user that owns the data dir, or root)", ErrNotInspectable, path)
+		}
+		return fmt.Errorf("%w: read %s: %v", ErrNotInspectable, path, err)
+	}
+	if len(ents) == 0 {
+		r.Kind, r.KindReason = KindEmpty, "the directory is empty: a new member may start here"
+		return nil
+	}
+	joinPath := filepath.Join(path, "join")
+	if st, err := os.Stat(joinPath); err == nil && st.Mode().IsRegular() {
+		j, err := readPDJoin(joinPath, now)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrNotInspectable, err)
+		}
+		r.PDJoin = j
+	}
+	switch {
+	case isMemberDir(filepath.Join(path, "member")):
+		r.MemberDir = filepath.Join(path, "member")
+	case isMemberDir(path) && filepath.Base(path) == "member":
+		r.MemberDir = path // the member/ dir itself was given
+	}
+	if r.MemberDir == "" {
+		r.Kind = KindNotEtcd
+		r.KindReason = "no member/wal directory with .wal files"
+		if r.PDJoin != nil {
+			r.KindReason = "a PD join file but no member/wal: PD will trust the join file and skip joining"
+		}
+		return nil
+	}
+	r.Kind = KindEtcdMember
+	if r.PDJoin != nil {
+		r.Kind = KindPDMember
+	}
+	return nil
+}
+
+func isMemberDir(dir string) bool {
+	segs, err := listWALSegments(filepath.Join(dir, "wal"))
+	return err == nil && len(segs) > 0
+}

@@ -1,0 +1,379 @@
+// Package sandbox runs a local etcd cluster on 127.0.0.1 for trying etcdmedic out: each member
+// is its own detached process (the etcd linked into etcdmedic), so that one can be stopped,
+// killed or wiped like a real node while the others keep running.
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// StateFile is where a sandbox records its members, inside its directory.
+const StateFile = "sandbox.json"
+
+// Sandbox is a local cluster's description, saved in <Dir>/sandbox.json.
+type Sandbox struct {
+	Dir     string   `json:"dir"`
+	Token   string   `json:"token"`
+	Command []string `json:"command"` // how a member is started: binary and leading args
+	Members []Member `json:"members"`
+}
+
+// Member is one sandbox member.
+type Member struct {
+	Name      string `json:"name"`
+	DataDir   string `json:"dataDir"`
+	ClientURL string `json:"clientURL"`
+	PeerURL   string `json:"peerURL"`
+	LogFile   string `json:"logFile"`
+	PID       int    `json:"pid"`
+}
+
+// Options for Up.
+type Options struct {
+	Dir     string
+	Members int
+	// Command runs etcd: for etcdmedic itself, {"/path/etcdmedic", "etcd"}.
+	Command []string
+	// ReadyTimeout bounds the wait for the cluster to serve a linearizable read.
+	ReadyTimeout time.Duration
+}
+
+// Up starts a new sandbox cluster in opts.Dir, which must not hold one already.
+func Up(ctx context.Context, opts Options) (*Sandbox, error) {
+	if opts.Members < 1 || opts.Members > 9 {
+		return nil, fmt.Errorf("a sandbox has 1 to 9 members, not %d", opts.Members)
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 30 * time.Second
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, StateFile)); err == nil {
+		return nil, fmt.Errorf("%s already holds a sandbox (etcdmedic sandbox down --dir %s first)", dir, dir)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create sandbox dir: %w", err)
+	}
+	ports, err := freePorts(2 * opts.Members)
+	if err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{Dir: dir, Token: fmt.Sprintf("etcdmedic-sandbox-%d", time.Now().UnixNano()), Command: opts.Command}
+	var initial []string
+	for i := 0; i < opts.Members; i++ {
+		name := fmt.Sprintf("m%d", i+1)
+		m := Member{
+			Name:      name,
+			DataDir:   filepath.Join(dir, name+".etcd"),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			LogFile:   filepath.Join(dir, name+".log"),
+		}
+		sb.Members = append(sb.Members, m)
+		initial = append(initial, name+"="+m.PeerURL)
+	}
+	for i := range sb.Members {
+		if err := sb.start(&sb.Members[i], strings.Join(initial, ","), "new"); err != nil {
+			sb.Down(5 * time.Second)
+			return nil, err
+		}
+	}
+	if err := sb.save(); err != nil {
+		sb.Down(5 * time.Second)
+		return nil, err
+	}
+	if err := sb.WaitReady(ctx, opts.ReadyTimeout); err != nil {
+		return sb, err
+	}
+	return sb, nil
+}
+
+// Load reads the sandbox in dir.
+func Load(dir string) (*Sandbox, error) {
+	b, err := os.ReadFile(filepath.Join(dir, StateFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no sandbox in %s (start one with: etcdmedic sandbox up --dir %s)", dir, dir)
+		}
+		return nil, err
+	}
+	var sb Sandbox
+	if err := json.Unmarshal(b, &sb); err != nil {
+		return nil, fmt.Errorf("%s is damaged: %w", filepath.Join(dir, StateFile), err)
+	}
+	return &sb, nil
+}
+
+func (sb *Sandbox) save() error {
+	b, err := json.MarshalIndent(sb, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(sb.Dir, StateFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(sb.Dir, StateFile))
+}
+
+// Member returns the member called name.
+func (sb *Sandbox) Member(name string) (*Member, error) {
+	for i := range sb.Members {
+		if sb.Members[i].Name == name {
+			return &sb.Members[i], nil
+		}
+	}
+	var names []string
+	for _, m := range sb.Members {
+		names = append(names, m.Name)
+	}
+	return nil, fmt.Errorf("no member %q in the sandbox (members: %s)", name, strings.Join(names, ", "))
+}
+
+// Endpoints lists every member's client URL.
+func (sb *Sandbox) Endpoints() []string {
+	var eps []string
+	for _, m := range sb.Members {
+		eps = append(eps, m.ClientURL)
+	}
+	return eps
+}
+
+func (sb *Sandbox) initialCluster() string {
+	var parts []string
+	for _, m := range sb.Members {
+		parts = append(parts, m.Name+"="+m.PeerURL)
+	}
+	return strings.Join(parts, ",")
+}
+
+// start launches one member as a detached process (its own session: it outlives etcdmedic).
+func (sb *Sandbox) start(m *Member, initialCluster, state string) error {
+	if len(sb.Command) == 0 {
+		return errors.New("sandbox has no etcd command")
+	}
+	log, err := os.OpenFile(m.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open member log: %w", err)
+	}
+	defer log.Close()
+	args := append(append([]string{}, sb.Command[1:]...),
+		"--name", m.Name,
+		"--data-dir", m.DataDir,
+		"--listen-client-urls", m.ClientURL,
+		"--advertise-client-urls", m.ClientURL,
+		"--listen-peer-urls", m.PeerURL,
+		"--initial-advertise-peer-urls", m.PeerURL,
+		"--initial-cluster", initialCluster,
+		"--initial-cluster-state", state,
+		"--initial-cluster-token", sb.Token,
+	)
+	p, err := os.StartProcess(sb.Command[0], append([]string{sb.Command[0]}, args...), &os.ProcAttr{
+		Dir:   sb.Dir,
+		Files: []*os.File{nil, log, log},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fmt.Errorf("start member %s: %w", m.Name, err)
+	}
+	m.PID = p.Pid
+	return p.Release()
+}
+
+// Running reports whether the member's process is alive.
+func (m *Member) Running() bool {
+	if m.PID <= 0 {
+		return false
+	}
+	if err := syscall.Kill(m.PID, 0); err != nil {
+		return false
+	}
+	// A zombie (exited, not yet reaped) is not running.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.PID))
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
+			return false
+		}
+	}
+	return true
+}
+
+// StopMember stops one member (SIGTERM, then SIGKILL after grace), keeping its data.
+func (sb *Sandbox) StopMember(name string, grace time.Duration) error {
+	m, err := sb.Member(name)
+	if err != nil {
+		return err
+	}
+	stopPID(m.PID, grace)
+	m.PID = 0
+	return sb.save()
+}
+
+// KillMember kills one member at once (SIGKILL), like a node losing power.
+func (sb *Sandbox) KillMember(name string) error {
+	return sb.StopMember(name, 0)
+}
+
+// StartMember restarts a stopped member on its data dir.
+func (sb *Sandbox) StartMember(name string) error {
+	m, err := sb.Member(name)
+	if err != nil {
+		return err
+	}
+	if m.Running() {
+		return fmt.Errorf("member %s is already running (pid %d)", name, m.PID)
+	}
+	if err := sb.start(m, sb.initialCluster(), "existing"); err != nil {
+		return err
+	}
+	return sb.save()
+}
+
+// Down stops every member. Data dirs and logs stay in place.
+func (sb *Sandbox) Down(grace time.Duration) error {
+	for i := range sb.Members {
+		stopPID(sb.Members[i].PID, grace)
+		sb.Members[i].PID = 0
+	}
+	if _, err := os.Stat(sb.Dir); err != nil {
+		return nil
+	}
+	return sb.save()
+}
+
+func stopPID(pid int, grace time.Duration) {
+	if pid <= 0 {
+		return
+	}
+	m := Member{PID: pid}
+	if !m.Running() {
+		return
+	}
+	sig := syscall.SIGTERM
+	if grace == 0 {
+		sig = syscall.SIGKILL
+	}
+	syscall.Kill(pid, sig)
+	deadline := time.Now().Add(grace)
+	for m.Running() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if m.Running() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 100 && m.Running(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// WaitReady waits until the running members serve a linearizable read.
+func (sb *Sandbox) WaitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cli, err := sb.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	var lastErr error
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, lastErr = cli.Get(rctx, "etcdmedic/sandbox/ready")
+		rcancel()
+		if lastErr == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sandbox not ready after %s: %v (member logs are in %s)", timeout, lastErr, sb.Dir)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (sb *Sandbox) client() (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: sb.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+}
+
+// Client returns a client over every member; the caller closes it.
+func (sb *Sandbox) Client() (*clientv3.Client, error) { return sb.client() }
+
+// MemberStatus is one member's liveness and raft status.
+type MemberStatus struct {
+	Member
+	Running   bool   `json:"running"`
+	ID        string `json:"id,omitempty"`
+	Leader    bool   `json:"leader"`
+	IsLearner bool   `json:"isLearner"`
+	RaftTerm  uint64 `json:"raftTerm,omitempty"`
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	Revision  int64  `json:"revision,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Status asks every running member for its status, each with its own short timeout.
+func (sb *Sandbox) Status(ctx context.Context) []MemberStatus {
+	out := make([]MemberStatus, len(sb.Members))
+	cli, err := sb.client()
+	for i, m := range sb.Members {
+		st := MemberStatus{Member: m, Running: m.Running()}
+		if st.Running && err == nil {
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			resp, serr := cli.Status(sctx, m.ClientURL)
+			cancel()
+			if serr != nil {
+				st.Error = serr.Error()
+			} else {
+				st.ID = fmt.Sprintf("%x", resp.Header.MemberId)
+				st.Leader = resp.Leader == resp.Header.MemberId
+				st.IsLearner = resp.IsLearner
+				st.RaftTerm, st.RaftIndex, st.Revision, st.Version = resp.RaftTerm, resp.RaftIndex, resp.Header.Revision, resp.Version
+			}
+		}
+		out[i] = st
+	}
+	if cli != nil {
+		cli.Close()
+	}
+	return out
+}
+
+// Env is the etcdctl-style environment to talk to the sandbox.
+func (sb *Sandbox) Env() string {
+	return "export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=" + strings.Join(sb.Endpoints(), ",")
+}
+
+// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
