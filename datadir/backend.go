@@ -19,21 +19,21 @@ import (
 
 // Backend is what the member's bbolt db (member/snap/db) says.
 type Backend struct {
-	Path              string    `json:"path"`
-	FileBytes         int64     `json:"fileBytes"`
-	SizeBytes         int64     `json:"sizeBytes"` // etcd's "DB SIZE": allocated pages x page size
-	PageSize          uint32    `json:"pageSize"`
-	ConsistentIndex   uint64    `json:"consistentIndex"`
-	Term              uint64    `json:"term"`
-	Revision          int64     `json:"revision"`
-	CompactedRevision int64     `json:"compactedRevision"`
-	ClusterVersion    string    `json:"clusterVersion,omitempty"`
-	StorageVersion    string    `json:"storageVersion,omitempty"`
-	Downgrade         string    `json:"downgrade,omitempty"`
+	Path              string     `json:"path"`
+	FileBytes         int64      `json:"fileBytes"`
+	SizeBytes         int64      `json:"sizeBytes"` // etcd's "DB SIZE": allocated pages x page size
+	PageSize          uint32     `json:"pageSize"`
+	ConsistentIndex   uint64     `json:"consistentIndex"`
+	Term              uint64     `json:"term"`
+	Revision          int64      `json:"revision"`
+	CompactedRevision int64      `json:"compactedRevision"`
+	ClusterVersion    string     `json:"clusterVersion,omitempty"`
+	StorageVersion    string     `json:"storageVersion,omitempty"`
+	Downgrade         string     `json:"downgrade,omitempty"`
 	ConfState         *ConfState `json:"confState,omitempty"`
-	Alarms            []Alarm   `json:"alarms"`
-	Members           []Member  `json:"-"`
-	RemovedMembers    []ID      `json:"-"`
+	Alarms            []Alarm    `json:"alarms"`
+	Members           []Member   `json:"-"`
+	RemovedMembers    []ID       `json:"-"`
 	// Filled by a deep check only (it reads every page).
 	Deep *DeepCheck `json:"deep,omitempty"`
 }

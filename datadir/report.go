@@ -22,14 +22,14 @@ const (
 // Report is everything inspect learned about one data dir. Its JSON form is the contract of
 // `etcdmedic inspect -w json` (documented in the README).
 type Report struct {
-	Path       string      `json:"path"`
-	Kind       string      `json:"kind"`
-	KindReason string      `json:"kindReason,omitempty"`
-	MemberDir  string      `json:"memberDir,omitempty"`
-	Identity   *Identity   `json:"identity,omitempty"`
-	PDJoin     *PDJoin     `json:"pdJoin,omitempty"`
-	Raft       *Raft       `json:"raft,omitempty"`
-	Backend    *Backend    `json:"backend,omitempty"`
+	Path       string    `json:"path"`
+	Kind       string    `json:"kind"`
+	KindReason string    `json:"kindReason,omitempty"`
+	MemberDir  string    `json:"memberDir,omitempty"`
+	Identity   *Identity `json:"identity,omitempty"`
+	PDJoin     *PDJoin   `json:"pdJoin,omitempty"`
+	Raft       *Raft     `json:"raft,omitempty"`
+	Backend    *Backend  `json:"backend,omitempty"`
 	// BackendError says why the db could not be read (the rest of the report still stands).
 	BackendError string      `json:"backendError,omitempty"`
 	Membership   *Membership `json:"membership,omitempty"`
