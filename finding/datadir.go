@@ -44,7 +44,9 @@ func walFindings(r *datadir.Report) []Finding {
 			{"segment", t.Segment}, {"offset", fmt.Sprint(t.Offset)}, {"problem", t.Kind + ": " + t.Detail},
 			{"last good index", fmt.Sprint(r.Raft.LastIndex)}, {"hardState.commit", fmt.Sprint(r.Raft.HardState.Commit)},
 		}
-		if t.Kind == "torn-write" {
+		// A torn or cut-short record at the very end of the newest segment is what a crash
+		// mid-write leaves; etcd repairs it at start (wal.Repair). Anything else is damage.
+		if t.Kind == "torn-write" || (t.Kind == "truncated" && t.Segment == r.Raft.Segments[len(r.Raft.Segments)-1].Name) {
 			out = append(out, Finding{
 				ID: IDWALTornTail, Severity: Warning, Subject: t.Segment,
 				Summary:  "The last WAL record was only partly written (the member crashed mid-write)",

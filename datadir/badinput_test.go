@@ -1,0 +1,189 @@
+package datadir_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/finding"
+)
+
+// Bad input gets a clear error or a report that names the damage, never a panic.
+
+func TestInspectRefusesWhatIsNotADataDir(t *testing.T) {
+	tmp := t.TempDir()
+	file := filepath.Join(tmp, "file")
+	os.WriteFile(file, []byte("hello"), 0o644)
+	random := filepath.Join(tmp, "random")
+	os.MkdirAll(filepath.Join(random, "sub"), 0o755)
+	os.WriteFile(filepath.Join(random, "notes.txt"), []byte("not etcd"), 0o644)
+	garbageWAL := filepath.Join(tmp, "garbage", "member", "wal")
+	os.MkdirAll(garbageWAL, 0o755)
+	os.WriteFile(filepath.Join(garbageWAL, "0000000000000000-0000000000000000.wal"), []byte("\x10\x00\x00\x00\x00\x00\x00\x00garbage!garbage!"), 0o644)
+	empty := filepath.Join(tmp, "empty")
+	os.MkdirAll(empty, 0o755)
+
+	for _, tc := range []struct {
+		name, path string
+		wantErr    string
+		wantKind   string
+	}{
+		{"missing path", filepath.Join(tmp, "nope"), "does not exist", ""},
+		{"a file", file, "is a file", ""},
+		{"empty dir", empty, "", KindEmpty},
+		{"random files", random, "", KindNotEtcd},
+		{"garbage WAL", filepath.Join(tmp, "garbage"), "read WAL", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Inspect(tc.path, Options{})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrNotInspectable) {
+					t.Fatalf("want error containing %q, got %v", tc.wantErr, err)
+				}
+				if strings.Contains(err.Error(), "\n") {
+					t.Errorf("error is not one line: %q", err)
+				}
+				return
+			}
+			if err != nil || r.Kind != tc.wantKind {
+				t.Fatalf("want kind %s, got %+v, %v", tc.wantKind, r, err)
+			}
+		})
+	}
+}
+
+func TestInspectPermissionDenied(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads every file: permission denied cannot happen")
+	}
+	dir := filepath.Join(t.TempDir(), "locked")
+	os.MkdirAll(dir, 0o000)
+	_, err := Inspect(dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("want permission denied, got %v", err)
+	}
+}
+
+func lastSegment(t *testing.T, dataDir string) (string, uint64) {
+	t.Helper()
+	seg, lastIndex, err := LastWALSegment(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seg, lastIndex
+}
+
+func endOfRecords(t *testing.T, path string) (last, end int64) {
+	t.Helper()
+	last, end, err := WALRecordBounds(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return last, end
+}
+
+func TestInspectDamagedWAL(t *testing.T) {
+	t.Run("cut inside the last record", func(t *testing.T) {
+		dir := stoppedMember(t)
+		seg, lastIndex := lastSegment(t, dir)
+		_, end := endOfRecords(t, seg)
+		if err := os.Truncate(seg, end-5); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Inspect(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Raft.Tail == nil || r.Raft.Tail.Kind != "truncated" || r.Raft.LastIndex > lastIndex {
+			t.Fatalf("want a truncated tail, got %+v (last index %d, was %d)", r.Raft.Tail, r.Raft.LastIndex, lastIndex)
+		}
+		wantFinding(t, r, "wal-torn-tail")
+	})
+	t.Run("last record's sector zeroed", func(t *testing.T) {
+		dir := stoppedMember(t)
+		seg, _ := lastSegment(t, dir)
+		last, end := endOfRecords(t, seg)
+		f, _ := os.OpenFile(seg, os.O_RDWR, 0)
+		zeros := make([]byte, end-last-8)
+		f.WriteAt(zeros, last+8)
+		f.Close()
+		r, err := Inspect(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Raft.Tail == nil || r.Raft.Tail.Kind != "torn-write" {
+			t.Fatalf("want a torn write, got %+v", r.Raft.Tail)
+		}
+		wantFinding(t, r, "wal-torn-tail")
+	})
+	t.Run("a byte flipped in the middle", func(t *testing.T) {
+		dir := stoppedMember(t)
+		seg, lastIndex := lastSegment(t, dir)
+		_, end := endOfRecords(t, seg)
+		f, _ := os.OpenFile(seg, os.O_RDWR, 0)
+		b := make([]byte, 1)
+		f.ReadAt(b, end/2)
+		b[0] ^= 0xff
+		f.WriteAt(b, end/2)
+		f.Close()
+		r, err := Inspect(dir, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Raft.Tail == nil || r.Raft.LastIndex >= lastIndex {
+			t.Fatalf("want damage found before the end, got tail %+v, last index %d of %d", r.Raft.Tail, r.Raft.LastIndex, lastIndex)
+		}
+		wantFinding(t, r, "wal-corrupt")
+	})
+}
+
+func TestInspectDamagedDB(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+		want   string
+	}{
+		{"truncated", func(p string) error { return os.Truncate(p, 8192) }, "truncated"},
+		{"zeroed", func(p string) error {
+			st, _ := os.Stat(p)
+			return os.WriteFile(p, make([]byte, st.Size()), 0o600)
+		}, "neither bbolt meta page is valid"},
+		{"empty", func(p string) error { return os.Truncate(p, 0) }, "empty"},
+		{"missing", os.Remove, "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := stoppedMember(t)
+			db := filepath.Join(dir, "member", "snap", "db")
+			if err := tc.damage(db); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Inspect(dir, Options{Deep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Backend != nil || !strings.Contains(r.BackendError, tc.want) {
+				t.Fatalf("want backend error containing %q, got %q", tc.want, r.BackendError)
+			}
+			if r.Identity.MemberID == 0 || r.Raft.LastIndex == 0 {
+				t.Errorf("the WAL part of the report should still stand: %+v %+v", r.Identity, r.Raft)
+			}
+			wantFinding(t, r, "backend-unreadable")
+		})
+	}
+}
+
+func wantFinding(t *testing.T, r *Report, id string) {
+	t.Helper()
+	for _, f := range finding.ForDataDir(r) {
+		if f.ID == id {
+			if f.Evidence == nil || f.Remedy == "" || f.Why == "" {
+				t.Errorf("finding %s lacks evidence, why or remedy: %+v", id, f)
+			}
+			return
+		}
+	}
+	t.Errorf("want finding %s, got %+v", id, finding.ForDataDir(r))
+}
