@@ -192,6 +192,20 @@ func (r *Report) fillIdentity() {
 			r.Identity.PeerURLs = m.PeerURLs
 		}
 	}
+	// A removed member's record is gone from both stores; its last name and URLs are still in
+	// the committed history.
+	for i := len(ms.Changes) - 1; i >= 0 && (r.Identity.Name == "" || len(r.Identity.PeerURLs) == 0); i-- {
+		c := ms.Changes[i]
+		if c.Member.ID != id {
+			continue
+		}
+		if r.Identity.Name == "" && c.Member.Name != "" {
+			r.Identity.Name = c.Member.Name
+		}
+		if len(r.Identity.PeerURLs) == 0 && len(c.Member.PeerURLs) > 0 {
+			r.Identity.PeerURLs = c.Member.PeerURLs
+		}
+	}
 	r.Identity.InMembership = v2 != nil || v3 != nil
 	for _, list := range [][]ID{ms.V2Removed, ms.V3Removed} {
 		for _, rid := range list {
