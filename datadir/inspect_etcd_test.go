@@ -132,6 +132,12 @@ func TestInspectMatchesLiveCluster(t *testing.T) {
 				} else if len(drift) > 0 {
 					t.Errorf("%s on %s: want no membership drift, got %+v", m.Name, version, drift)
 				}
+				db, err := datadir.Inspect(filepath.Join(m.DataDir, "member", "snap", "db"), datadir.Options{})
+				if err != nil || db.Backend.Revision != r.Backend.Revision {
+					t.Errorf("%s: inspect of the bare db: %v", m.Name, err)
+				} else if dbDrift := findingsWithID(finding.ForDataDir(db), finding.IDMembershipDrift); (version == etcdtest.V3_5_19) != (len(dbDrift) > 0) {
+					t.Errorf("%s on %s: bare db drift findings %+v", m.Name, version, dbDrift)
+				}
 				for _, f := range fs {
 					if f.ID != finding.IDMembershipDrift {
 						t.Errorf("%s: unexpected finding %s: %s", m.Name, f.ID, f.Summary)
@@ -161,6 +167,18 @@ func TestIncident3DriftBlocksV36(t *testing.T) {
 	for _, name := range []string{"m2", "m3"} {
 		if f := findingFor(drift, name); f == nil || f.Severity != finding.Critical {
 			t.Errorf("want a critical drift finding for %s, got %+v", name, drift)
+		}
+	}
+	// A bare db (what `etcdctl snapshot save` gives) shows it too: v3 records against raft.
+	db, err := datadir.Inspect(filepath.Join(m1.DataDir, "member", "snap", "db"), datadir.Options{})
+	if err != nil || db.Kind != datadir.KindDBFile {
+		t.Fatalf("inspect the db file: %v %+v", err, db)
+	}
+	dbDrift := findingsWithID(finding.ForDataDir(db), finding.IDMembershipDrift)
+	for _, name := range []string{"m2", "m3"} {
+		// v3.5.19 also never wrote the names of members added at runtime: match by ID.
+		if f := findingFor(dbDrift, fmt.Sprintf("%x", c.Member(name).ID)); f == nil || f.Severity != finding.Critical || !strings.Contains(evidenceText(f), "raft confState=voter") {
+			t.Errorf("db file: want a critical drift against raft for %s, got %+v", name, dbDrift)
 		}
 	}
 	if err := m1.RestartWith(etcdtest.V3_6, nil); err == nil {

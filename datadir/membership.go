@@ -160,7 +160,10 @@ func (ms *Membership) Drifts() []Drift {
 	// The v3 learner flag against raft itself: decisive where no v2 view exists (etcd v3.7).
 	if ms.V2 == nil && ms.RaftConfState != nil {
 		for _, m := range ms.V3 {
-			if r := ms.raftRole(m.ID); r != "" && r != roleOf(m.IsLearner) {
+			switch r := ms.raftRole(m.ID); {
+			case r == "absent":
+				out = append(out, Drift{MemberID: m.ID, Name: m.Name, Field: "presence", V3: "present", Raft: r})
+			case r != "" && r != roleOf(m.IsLearner):
 				out = append(out, Drift{MemberID: m.ID, Name: m.Name, Field: "isLearner", V3: boolString(m.IsLearner), Raft: r})
 			}
 		}

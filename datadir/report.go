@@ -17,6 +17,8 @@ const (
 	KindPDMember   = "pd-member"
 	KindEmpty      = "empty"
 	KindNotEtcd    = "not-etcd"
+	// KindDBFile is a bare backend file: an `etcdctl snapshot save` file or a copied db.
+	KindDBFile = "db-file"
 )
 
 // Report is everything inspect learned about one data dir. Its JSON form is the contract of
@@ -35,6 +37,16 @@ type Report struct {
 	Membership   *Membership `json:"membership,omitempty"`
 	// MembershipError says why a membership view could not be rebuilt.
 	MembershipError string `json:"membershipError,omitempty"`
+	// LiveCopy is set when a running member was read through a copy: its WAL and .snap files
+	// as they were, and a consistent db taken through its snapshot API.
+	LiveCopy *LiveCopy `json:"liveCopy,omitempty"`
+}
+
+// LiveCopy says how a running member's data was copied for inspection.
+type LiveCopy struct {
+	Endpoint string `json:"endpoint"`
+	// The WAL was copied while etcd appended to it: a cut-short last record is expected.
+	Note string `json:"note"`
 }
 
 // Identity says which member of which cluster this data dir belongs to.
@@ -76,6 +88,8 @@ type Options struct {
 	Now time.Time
 }
 
+var timeNow = time.Now
+
 // ErrNotInspectable wraps every reason a path cannot be inspected at all.
 var ErrNotInspectable = errors.New("cannot inspect")
 
@@ -84,11 +98,14 @@ var ErrNotInspectable = errors.New("cannot inspect")
 // (a torn WAL tail, an unreadable db) is reported in the Report.
 func Inspect(path string, opts Options) (*Report, error) {
 	if opts.Now.IsZero() {
-		opts.Now = time.Now()
+		opts.Now = timeNow()
 	}
 	r := &Report{Path: path}
 	if err := r.classify(path, opts.Now); err != nil {
 		return nil, err
+	}
+	if r.Kind == KindDBFile {
+		return r, r.inspectDBFile(path, opts)
 	}
 	if r.Kind != KindEtcdMember && r.Kind != KindPDMember {
 		return r, nil
@@ -229,7 +246,11 @@ func (r *Report) classify(path string, now time.Time) error {
 		return fmt.Errorf("%w: %v", ErrNotInspectable, err)
 	}
 	if !info.IsDir() {
-		return fmt.Errorf("%w: %s is a file, not a data dir (give the directory passed to etcd as --data-dir)", ErrNotInspectable, path)
+		if isBboltFile(path) {
+			r.Kind, r.KindReason = KindDBFile, "a bare backend (bbolt) file: no WAL, so no raft state and only the v3 membership"
+			return nil
+		}
+		return fmt.Errorf("%w: %s is a file, not a data dir (give the directory passed to etcd as --data-dir, or a db file)", ErrNotInspectable, path)
 	}
 	ents, err := os.ReadDir(path)
 	if err != nil {
@@ -274,4 +295,37 @@ func (r *Report) classify(path string, now time.Time) error {
 func isMemberDir(dir string) bool {
 	segs, err := listWALSegments(filepath.Join(dir, "wal"))
 	return err == nil && len(segs) > 0
+}
+
+// inspectDBFile reads a bare db: an `etcdctl snapshot save` file, or a db copied out of a data
+// dir. Only the backend and its v3 membership can be read.
+func (r *Report) inspectDBFile(path string, opts Options) error {
+	be, err := readBackend(path, opts.Deep)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNotInspectable, err)
+	}
+	r.Backend = be
+	sortMembers(be.Members)
+	r.Membership = &Membership{V3: be.Members, V3Removed: be.RemovedMembers, RaftConfState: be.ConfState, Changes: []MembershipChange{}}
+	if r.Membership.V3 == nil {
+		r.Membership.V3 = []Member{}
+	}
+	if r.Membership.V3Removed == nil {
+		r.Membership.V3Removed = []ID{}
+	}
+	return nil
+}
+
+func isBboltFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	size, err := statSize(f)
+	if err != nil {
+		return false
+	}
+	_, err = readBboltMeta(f, size)
+	return err == nil
 }

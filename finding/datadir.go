@@ -25,6 +25,12 @@ const (
 // ForDataDir judges one inspected data dir.
 func ForDataDir(r *datadir.Report) []Finding {
 	var out []Finding
+	if r.Kind == datadir.KindDBFile {
+		out = append(out, backendFindings(r)...)
+		out = append(out, driftFindings(r)...)
+		Sort(out)
+		return out
+	}
 	if r.Kind != datadir.KindEtcdMember && r.Kind != datadir.KindPDMember {
 		return out
 	}
@@ -39,7 +45,8 @@ func ForDataDir(r *datadir.Report) []Finding {
 
 func walFindings(r *datadir.Report) []Finding {
 	var out []Finding
-	if t := r.Raft.Tail; t != nil {
+	// A WAL copied from a running member may end mid-record: that is the copy, not damage.
+	if t := r.Raft.Tail; t != nil && !(r.LiveCopy != nil && t.Segment == r.Raft.Segments[len(r.Raft.Segments)-1].Name) {
 		ev := []Evidence{
 			{"segment", t.Segment}, {"offset", fmt.Sprint(t.Offset)}, {"problem", t.Kind + ": " + t.Detail},
 			{"last good index", fmt.Sprint(r.Raft.LastIndex)}, {"hardState.commit", fmt.Sprint(r.Raft.HardState.Commit)},
@@ -203,7 +210,7 @@ func driftFindings(r *datadir.Report) []Finding {
 		}
 		out = append(out, Finding{
 			ID: IDMembershipDrift, Severity: sev, Subject: subject,
-			Summary:  fmt.Sprintf("v2 and v3 membership disagree on member %s (%s)", subject, strings.Join(fields, ", ")),
+			Summary:  driftSummary(r, subject, fields),
 			Evidence: ev,
 			Why:      why,
 			Remedy:   "Do not upgrade to v3.6 yet. Move every member to v3.5.24 or later (v3.5.20 at least) one at a time, then restart every member once so each republishes its own record; inspect a stopped member again (or run `etcdmedic upgrade check`) and upgrade only when no drift is left.",
@@ -288,4 +295,11 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func driftSummary(r *datadir.Report, subject string, fields []string) string {
+	if r.Membership.V2 == nil {
+		return fmt.Sprintf("The v3 backend's record of member %s disagrees with raft's configuration (%s)", subject, strings.Join(fields, ", "))
+	}
+	return fmt.Sprintf("v2 and v3 membership disagree on member %s (%s)", subject, strings.Join(fields, ", "))
 }

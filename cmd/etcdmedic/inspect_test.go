@@ -23,9 +23,9 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 // inspectJSON runs `etcdmedic inspect -w json DIR` and decodes what it printed.
-func inspectJSON(t *testing.T, dir string) (int, map[string]any, []finding.Finding) {
+func inspectJSON(t *testing.T, dir string, extra ...string) (int, map[string]any, []finding.Finding) {
 	t.Helper()
-	code, out, errOut := runCLI(t, "inspect", "-w", "json", dir)
+	code, out, errOut := runCLI(t, append([]string{"inspect", "-w", "json", dir}, extra...)...)
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("inspect -w json printed no JSON (exit %d): %v\nstdout: %s\nstderr: %s", code, err, out, errOut)
@@ -57,9 +57,22 @@ func TestInspectRemovedMemberAndStaleJoin(t *testing.T) {
 	if code != exitFailed || !strings.Contains(errOut, "locked") || !strings.Contains(errOut, "Hint: stop the member") {
 		t.Fatalf("inspect of a running member: exit %d, stderr %q", code, errOut)
 	}
+	// ...and reads it through a consistent copy when asked to.
+	c.Client(t).Put(t.Context(), "k", "v")
+	code, doc, fs := inspectJSON(t, m3.DataDir, "--live-endpoint", m3.ClientURL)
+	if code != exitOK || len(fs) != 0 || doc["liveCopy"] == nil || doc["identity"].(map[string]any)["name"] != "m3" {
+		t.Fatalf("live copy: exit %d findings %+v doc %v", code, fs, doc["identity"])
+	}
+	if rev := doc["backend"].(map[string]any)["revision"].(float64); rev < 2 {
+		t.Errorf("live copy revision %v", rev)
+	}
+	code, _, errOut = runCLI(t, "inspect", m3.DataDir, "--live-endpoint", c.Member("m1").ClientURL)
+	if code != exitFailed || !strings.Contains(errOut, "give the endpoint of the member that runs on this data dir") {
+		t.Errorf("live copy through another member: exit %d: %s", code, errOut)
+	}
 
 	c.RemoveMember(t, m3)
-	code, doc, fs := inspectJSON(t, m3.DataDir)
+	code, doc, fs = inspectJSON(t, m3.DataDir)
 	if code != exitCritical || !hasFinding(fs, finding.IDMemberRemoved, finding.Critical) {
 		t.Fatalf("removed member: exit %d, findings %+v", code, fs)
 	}

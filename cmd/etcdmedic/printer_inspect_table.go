@@ -26,6 +26,9 @@ func (tablePrinter) Inspect(w io.Writer, r inspectResult) error {
 		row("NAME", "%s", orDash(id.Name))
 		row("PEER URLS", "%s", orDash(strings.Join(id.PeerURLs, ",")))
 	}
+	if lc := r.LiveCopy; lc != nil {
+		row("LIVE COPY", "%s: %s", lc.Endpoint, lc.Note)
+	}
 	if j := r.PDJoin; j != nil {
 		row("PD JOIN", "%s (modified %s, %ds ago)", j.Contents, j.ModTime.Format("2006-01-02T15:04:05Z"), j.AgeSec)
 	}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/datadir"
+)
+
+// liveCopyOptions say how to reach a running member to copy its db consistently.
+type liveCopyOptions struct {
+	endpoint           string
+	cacert, cert, key  string
+	insecureSkipVerify bool
+	timeout            time.Duration
+}
+
+func (o liveCopyOptions) client() (*clientv3.Client, error) {
+	var tlsConfig *tls.Config
+	if o.cacert != "" || o.cert != "" || o.key != "" || o.insecureSkipVerify {
+		info := transport.TLSInfo{TrustedCAFile: o.cacert, CertFile: o.cert, KeyFile: o.key, InsecureSkipVerify: o.insecureSkipVerify}
+		cfg, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("TLS setup: %w", err)
+		}
+		tlsConfig = cfg
+	}
+	return clientv3.New(clientv3.Config{Endpoints: []string{o.endpoint}, DialTimeout: 5 * time.Second, TLS: tlsConfig, Logger: zap.NewNop()})
+}
+
+// inspectLiveCopy inspects a running member through a copy: its WAL and .snap files as they
+// are, and its db taken through the snapshot API of the member itself. The copy lives in a
+// temporary folder of etcdmedic's own and is removed afterwards; the data dir is only read.
+func inspectLiveCopy(ctx context.Context, dataDir string, o liveCopyOptions, opts datadir.Options) (*datadir.Report, error) {
+	tmp, err := os.MkdirTemp("", "etcdmedic-livecopy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	memberDir, err := datadir.CopyLogsForInspection(dataDir, tmp)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := o.client()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	st, err := cli.Status(ctx, o.endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("reach %s: %w", o.endpoint, err)
+	}
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot from %s: %w", o.endpoint, err)
+	}
+	defer rc.Close()
+	db, err := os.OpenFile(filepath.Join(memberDir, "snap", "db"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(db, rc); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("snapshot from %s: %w", o.endpoint, err)
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	r, err := datadir.Inspect(tmp, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.Identity != nil && uint64(r.Identity.MemberID) != st.Header.MemberId {
+		return nil, fmt.Errorf("%s is member %x, but %s belongs to member %s: give the endpoint of the member that runs on this data dir", o.endpoint, st.Header.MemberId, dataDir, r.Identity.MemberID)
+	}
+	r.Path = dataDir
+	r.MemberDir = ""
+	if r.Backend != nil {
+		r.Backend.Path = o.endpoint + " (snapshot)"
+	}
+	r.LiveCopy = &datadir.LiveCopy{Endpoint: o.endpoint, Note: "WAL and .snap files copied while the member ran; db taken through its snapshot API"}
+	return r, nil
+}
