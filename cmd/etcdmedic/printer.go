@@ -9,6 +9,7 @@ type printer interface {
 	Version(w io.Writer, v versionInfo) error
 	Inspect(w io.Writer, r inspectResult) error
 	Sandbox(w io.Writer, r sandboxResult) error
+	Doctor(w io.Writer, r doctorResult) error
 }
 
 func printerFor(format string) (printer, error) {

@@ -19,3 +19,5 @@ func (jsonPrinter) Version(w io.Writer, v versionInfo) error { return writeJSON(
 func (jsonPrinter) Inspect(w io.Writer, r inspectResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Sandbox(w io.Writer, r sandboxResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) Doctor(w io.Writer, r doctorResult) error { return writeJSON(w, r) }

@@ -62,6 +62,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newVersionCommand(opts),
 		newInspectCommand(opts),
 		newSandboxCommand(opts),
+		newDoctorCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

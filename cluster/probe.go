@@ -1,0 +1,277 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Probe is what one endpoint answered. Every call has the same deadline, so a dead or hung
+// endpoint costs at most one command timeout, whatever else is probed.
+type Probe struct {
+	Endpoint string `json:"endpoint"`
+	// Discovered is true for endpoints learned from a member list, not given by the user.
+	Discovered bool          `json:"discovered"`
+	Reached    bool          `json:"reached"`
+	Error      string        `json:"error,omitempty"`
+	Status     *Status       `json:"status,omitempty"`
+	Members    []Member      `json:"members,omitempty"` // this member's own (serializable) member list
+	Healthy    bool          `json:"healthy"`           // a linearizable read succeeded
+	HealthErr  string        `json:"healthError,omitempty"`
+	Alarms     []Alarm       `json:"alarms,omitempty"`
+	Hash       *Hash         `json:"hash,omitempty"`
+	Took       time.Duration `json:"tookNs"`
+}
+
+// Status is a member's answer to the Status RPC (what `etcdctl endpoint status` shows).
+type Status struct {
+	ClusterID      string   `json:"clusterID"`
+	MemberID       string   `json:"memberID"`
+	Leader         string   `json:"leader"` // "0" when it knows none
+	RaftTerm       uint64   `json:"raftTerm"`
+	RaftIndex      uint64   `json:"raftIndex"`
+	AppliedIndex   uint64   `json:"raftAppliedIndex"`
+	Revision       int64    `json:"revision"`
+	DBSize         int64    `json:"dbSize"`
+	DBSizeInUse    int64    `json:"dbSizeInUse"`
+	DBSizeQuota    int64    `json:"dbSizeQuota,omitempty"` // reported from etcd v3.6 on
+	Version        string   `json:"version"`
+	StorageVersion string   `json:"storageVersion,omitempty"`
+	IsLearner      bool     `json:"isLearner"`
+	Errors         []string `json:"errors,omitempty"`
+}
+
+// Member is one entry of a member list.
+type Member struct {
+	ID         string   `json:"id"`
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+	IsLearner  bool     `json:"isLearner"`
+}
+
+// Alarm is one raised alarm.
+type Alarm struct {
+	MemberID string `json:"memberID"`
+	Alarm    string `json:"alarm"`
+}
+
+// Hash is a member's hashkv answer.
+type Hash struct {
+	Revision        int64  `json:"revision"`
+	Hash            uint32 `json:"hash"`
+	CompactRevision int64  `json:"compactRevision"`
+	Error           string `json:"error,omitempty"`
+}
+
+func hexID(id uint64) string { return fmt.Sprintf("%x", id) }
+
+// ProbeOptions tune a probe round.
+type ProbeOptions struct {
+	// Discover probes every client URL any member list names, not only the given endpoints.
+	Discover bool
+}
+
+// ProbeAll probes the given endpoints and, as member lists arrive, every client URL they name,
+// all in parallel, all under one deadline of conn.CommandTimeout.
+func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
+	ctx, cancel := context.WithTimeout(ctx, conn.CommandTimeout)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		seen   = map[string]bool{}
+		probes []*Probe
+	)
+	var launch func(endpoint string, discovered bool)
+	launch = func(endpoint string, discovered bool) {
+		key := normalizeEndpoint(endpoint)
+		mu.Lock()
+		if seen[key] {
+			mu.Unlock()
+			return
+		}
+		seen[key] = true
+		p := &Probe{Endpoint: endpoint, Discovered: discovered}
+		probes = append(probes, p)
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Discovered members are probed as soon as a member list arrives, not when this
+			// probe ends: its health read can block until an election ends.
+			probeOne(ctx, conn, p, func(members []Member) {
+				if opts.Discover {
+					for _, m := range members {
+						for _, u := range m.ClientURLs {
+							launch(u, true)
+						}
+					}
+				}
+			})
+		}()
+	}
+	for _, ep := range conn.Endpoints {
+		launch(ep, false)
+	}
+	wg.Wait()
+	sort.SliceStable(probes, func(i, j int) bool {
+		if probes[i].Discovered != probes[j].Discovered {
+			return !probes[i].Discovered
+		}
+		return probes[i].Endpoint < probes[j].Endpoint
+	})
+	return probes
+}
+
+// normalizeEndpoint lets "127.0.0.1:2379" and "http://127.0.0.1:2379" count as one endpoint.
+func normalizeEndpoint(ep string) string {
+	for _, scheme := range []string{"http://", "https://", "unix://", "unixs://"} {
+		ep = strings.TrimPrefix(ep, scheme)
+	}
+	return strings.TrimSuffix(ep, "/")
+}
+
+// probeOne asks one endpoint for its status, member list, health and alarms, in parallel.
+func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)) {
+	started := time.Now()
+	defer func() { p.Took = time.Since(started) }()
+	// A plain TCP connect first: a dead member refuses at once, and saying "connection
+	// refused" beats waiting out gRPC's retries until the timeout.
+	if hostPort, ok := tcpAddress(p.Endpoint); ok {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", hostPort)
+		if err != nil {
+			p.Error = describeErr(ctx, err)
+			return
+		}
+		c.Close()
+	}
+	cli, err := conn.clientFor(p.Endpoint)
+	if err != nil {
+		p.Error = describeErr(ctx, err)
+		return
+	}
+	defer cli.Close()
+	var wg sync.WaitGroup
+	var statusErr error
+	wg.Go(func() {
+		resp, err := cli.Status(ctx, p.Endpoint)
+		if err != nil {
+			statusErr = err
+			return
+		}
+		p.Status = &Status{
+			ClusterID: hexID(resp.Header.ClusterId), MemberID: hexID(resp.Header.MemberId), Leader: hexID(resp.Leader),
+			RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, AppliedIndex: resp.RaftAppliedIndex, Revision: resp.Header.Revision,
+			DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, DBSizeQuota: resp.DbSizeQuota,
+			Version: resp.Version, StorageVersion: resp.StorageVersion, IsLearner: resp.IsLearner, Errors: resp.Errors,
+		}
+	})
+	wg.Go(func() {
+		// Serializable: each member's own view, which it gives even without quorum.
+		resp, err := cli.MemberList(ctx, clientv3.WithSerializable())
+		if err != nil {
+			return
+		}
+		var members []Member
+		for _, m := range resp.Members {
+			members = append(members, Member{ID: hexID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+		}
+		p.Members = members
+		onMembers(members)
+	})
+	wg.Go(func() {
+		// etcdctl endpoint health: a linearizable read; "permission denied" still proves quorum.
+		_, err := cli.Get(ctx, "health")
+		if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
+			p.Healthy = true
+			return
+		}
+		p.HealthErr = describeErr(ctx, err)
+	})
+	wg.Go(func() {
+		resp, err := cli.AlarmList(ctx)
+		if err != nil {
+			return
+		}
+		for _, a := range resp.Alarms {
+			p.Alarms = append(p.Alarms, Alarm{MemberID: hexID(a.MemberID), Alarm: a.Alarm.String()})
+		}
+	})
+	wg.Wait()
+	if statusErr != nil {
+		p.Error = describeErr(ctx, statusErr)
+		return
+	}
+	p.Reached = true
+}
+
+// tcpAddress returns host:port of a TCP endpoint ("unix://" endpoints have none).
+func tcpAddress(ep string) (string, bool) {
+	if strings.HasPrefix(ep, "unix://") || strings.HasPrefix(ep, "unixs://") {
+		return "", false
+	}
+	if u, err := url.Parse(ep); err == nil && u.Host != "" {
+		return u.Host, true
+	}
+	return normalizeEndpoint(ep), true
+}
+
+// describeErr says what went wrong in the operator's words.
+func describeErr(ctx context.Context, err error) string {
+	msg := err.Error()
+	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "DeadlineExceeded") || strings.Contains(msg, "context deadline exceeded")) {
+		return "no answer within the command timeout"
+	}
+	switch {
+	case strings.Contains(msg, "connection refused"):
+		return "connection refused"
+	case strings.Contains(msg, "certificate signed by unknown authority"), strings.Contains(msg, "x509:"):
+		return "TLS: " + firstLine(msg)
+	}
+	return firstLine(msg)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// HashAll asks every reached member for hashkv at one revision, in parallel, under one timeout.
+func HashAll(ctx context.Context, conn Conn, probes []*Probe, revision int64) {
+	ctx, cancel := context.WithTimeout(ctx, conn.CommandTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range probes {
+		if !p.Reached || p.Status.IsLearner {
+			continue
+		}
+		wg.Go(func() {
+			cli, err := conn.clientFor(p.Endpoint)
+			if err != nil {
+				p.Hash = &Hash{Revision: revision, Error: describeErr(ctx, err)}
+				return
+			}
+			defer cli.Close()
+			resp, err := cli.HashKV(ctx, p.Endpoint, revision)
+			if err != nil {
+				p.Hash = &Hash{Revision: revision, Error: describeErr(ctx, err)}
+				return
+			}
+			p.Hash = &Hash{Revision: revision, Hash: resp.Hash, CompactRevision: resp.CompactRevision}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,203 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"time"
+)
+
+// View is the one picture of a cluster built from every probe.
+type View struct {
+	TakenAt   time.Time `json:"takenAt"`
+	ClusterID string    `json:"clusterID"`
+	// Members is the membership (from the most up-to-date member list), each with what its
+	// own endpoint answered.
+	Members []MemberView `json:"members"`
+	// Strangers answered but are not members of ClusterID: another cluster, or a removed
+	// member still running on its old data.
+	Strangers []*Probe `json:"strangers"`
+	// Unmatched are endpoints that did not answer and belong to no known member.
+	Unmatched []*Probe `json:"unmatched"`
+	Quorum    Quorum   `json:"quorum"`
+	// Leaders maps each leader ID some member reports to the names of the members saying so.
+	Leaders map[string][]string `json:"leaders"`
+	Probes  []*Probe            `json:"probes"`
+}
+
+// MemberView is one member and its own endpoint's answer (nil when none answered).
+type MemberView struct {
+	Member
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// Up is true when the member's endpoint answered the Status RPC.
+func (m MemberView) Up() bool { return m.Probe != nil && m.Probe.Reached }
+
+// Started is false for a member added to the membership whose process never joined: etcd
+// only fills in name and client URLs when the member first publishes them.
+func (m MemberView) Started() bool { return m.Name != "" && len(m.ClientURLs) > 0 }
+
+// Quorum counts voters.
+type Quorum struct {
+	Voters    int `json:"voters"`
+	VotersUp  int `json:"votersUp"`
+	Needed    int `json:"needed"`
+	Tolerance int `json:"tolerance"` // more voters that may fail before quorum is lost (<0: lost)
+}
+
+// Lost reports whether too few voters are up to form a quorum.
+func (q Quorum) Lost() bool { return q.VotersUp < q.Needed }
+
+// Diagnose probes the cluster and builds its view.
+func Diagnose(ctx context.Context, conn Conn, opts ProbeOptions, checkHash bool, now func() time.Time) *View {
+	probes := ProbeAll(ctx, conn, opts)
+	v := BuildView(probes, now())
+	if checkHash {
+		if rev := v.commonRevision(); rev > 0 {
+			var reached []*Probe
+			for _, m := range v.Members {
+				if m.Up() {
+					reached = append(reached, m.Probe)
+				}
+			}
+			HashAll(ctx, conn, reached, rev)
+		}
+	}
+	return v
+}
+
+// commonRevision is a revision every reached voter has: the lowest current revision.
+func (v *View) commonRevision() int64 {
+	var rev int64
+	for _, m := range v.Members {
+		if m.Up() && !m.IsLearner && (rev == 0 || m.Probe.Status.Revision < rev) {
+			rev = m.Probe.Status.Revision
+		}
+	}
+	return rev
+}
+
+// BuildView turns probes into one view.
+func BuildView(probes []*Probe, at time.Time) *View {
+	v := &View{TakenAt: at, Probes: probes, Leaders: map[string][]string{}, Strangers: []*Probe{}, Unmatched: []*Probe{}}
+	v.ClusterID = majorityClusterID(probes)
+	// The member list of the reached member furthest along in raft is the freshest.
+	var best *Probe
+	for _, p := range probes {
+		if p.Reached && p.Status.ClusterID == v.ClusterID && len(p.Members) > 0 && (best == nil || p.Status.RaftIndex > best.Status.RaftIndex) {
+			best = p
+		}
+	}
+	byID := map[string]*Probe{}
+	for _, p := range probes {
+		if p.Reached && p.Status.ClusterID == v.ClusterID {
+			if _, dup := byID[p.Status.MemberID]; !dup {
+				byID[p.Status.MemberID] = p
+			}
+		}
+	}
+	members := map[string]bool{}
+	if best != nil {
+		for _, m := range best.Members {
+			members[m.ID] = true
+			mv := MemberView{Member: m, Probe: byID[m.ID]}
+			if mv.Probe == nil {
+				mv.Probe = probeForURLs(probes, m.ClientURLs)
+			}
+			v.Members = append(v.Members, mv)
+		}
+	}
+	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].Name+v.Members[i].ID < v.Members[j].Name+v.Members[j].ID })
+	for _, p := range probes {
+		switch {
+		case p.Reached && (p.Status.ClusterID != v.ClusterID || !members[p.Status.MemberID]):
+			v.Strangers = append(v.Strangers, p)
+		case !p.Reached && !v.claimed(p):
+			v.Unmatched = append(v.Unmatched, p)
+		}
+	}
+	for _, m := range v.Members {
+		if !m.IsLearner {
+			v.Quorum.Voters++
+			if m.Up() {
+				v.Quorum.VotersUp++
+			}
+		}
+		if m.Up() && m.Probe.Status.Leader != "0" {
+			v.Leaders[m.Probe.Status.Leader] = append(v.Leaders[m.Probe.Status.Leader], nameOr(m))
+		}
+	}
+	v.Quorum.Needed = v.Quorum.Voters/2 + 1
+	v.Quorum.Tolerance = v.Quorum.VotersUp - v.Quorum.Needed
+	return v
+}
+
+func (v *View) claimed(p *Probe) bool {
+	for _, m := range v.Members {
+		if m.Probe == p {
+			return true
+		}
+	}
+	return false
+}
+
+// probeForURLs finds the (failed) probe of one of a member's client URLs.
+func probeForURLs(probes []*Probe, urls []string) *Probe {
+	for _, p := range probes {
+		for _, u := range urls {
+			if normalizeEndpoint(u) == normalizeEndpoint(p.Endpoint) && !p.Reached {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+func majorityClusterID(probes []*Probe) string {
+	counts := map[string]int{}
+	var order []string
+	for _, p := range probes {
+		if p.Reached {
+			id := p.Status.ClusterID
+			if counts[id] == 0 {
+				order = append(order, id)
+			}
+			counts[id]++
+		}
+	}
+	best := ""
+	for _, id := range order { // ties go to the cluster of the first given endpoint
+		if best == "" || counts[id] > counts[best] {
+			best = id
+		}
+	}
+	return best
+}
+
+func nameOr(m MemberView) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.ID
+}
+
+// Leader returns the leader most members agree on, or "".
+func (v *View) Leader() string {
+	best := ""
+	for id, who := range v.Leaders {
+		if best == "" || len(who) > len(v.Leaders[best]) || (len(who) == len(v.Leaders[best]) && id < best) {
+			best = id
+		}
+	}
+	return best
+}
+
+// MemberByID returns the member with that ID.
+func (v *View) MemberByID(id string) *MemberView {
+	i := slices.IndexFunc(v.Members, func(m MemberView) bool { return m.ID == id })
+	if i < 0 {
+		return nil
+	}
+	return &v.Members[i]
+}

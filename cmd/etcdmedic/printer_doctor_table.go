@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/finding"
+)
+
+func (tablePrinter) Doctor(w io.Writer, r doctorResult) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tID\tNAME\tVERSION\tDB SIZE\tIN USE\tLEADER\tLEARNER\tRAFT TERM\tRAFT INDEX\tAPPLIED\tERRORS\tPROBLEM")
+	problems := problemsBySubject(r.Findings)
+	for _, m := range r.Members {
+		endpoint := strings.Join(m.ClientURLs, ",")
+		if m.Probe != nil {
+			endpoint = m.Probe.Endpoint
+		}
+		row := []string{orDash(endpoint), m.ID, orDash(m.Name)}
+		row = append(row, statusCells(m.Probe, m.IsLearner)...)
+		row = append(row, orDash(problems[memberSubject(m)]))
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	for _, p := range r.Strangers {
+		row := append([]string{p.Endpoint, p.Status.MemberID, "(not a member)"}, statusCells(p, p.Status.IsLearner)...)
+		fmt.Fprintln(tw, strings.Join(append(row, orDash(problems[p.Endpoint])), "\t"))
+	}
+	for _, p := range r.Unmatched {
+		row := append([]string{p.Endpoint, "-", "(unknown)"}, statusCells(p, false)...)
+		fmt.Fprintln(tw, strings.Join(append(row, orDash(problems[p.Endpoint])), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	q := r.Quorum
+	leader := "none"
+	if id := r.Leader(); id != "" {
+		leader = id
+		if m := r.MemberByID(id); m != nil && m.Name != "" {
+			leader = m.Name + " (" + id + ")"
+		}
+	}
+	fmt.Fprintf(w, "\nCLUSTER %s: %d of %d voters up (%d needed), leader %s\n\n", orDash(r.ClusterID), q.VotersUp, q.Voters, q.Needed, leader)
+	printFindings(w, r.Findings)
+	return nil
+}
+
+func statusCells(p *cluster.Probe, learner bool) []string {
+	if p == nil || !p.Reached {
+		errText := "no endpoint"
+		if p != nil {
+			errText = p.Error
+		}
+		return []string{"-", "-", "-", "-", fmt.Sprint(learner), "-", "-", "-", errText}
+	}
+	st := p.Status
+	return []string{
+		st.Version, humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(st.DBSizeInUse)),
+		fmt.Sprint(st.Leader == st.MemberID), fmt.Sprint(st.IsLearner), fmt.Sprint(st.RaftTerm),
+		fmt.Sprint(st.RaftIndex), fmt.Sprint(st.AppliedIndex), orDash(strings.Join(st.Errors, "; ")),
+	}
+}
+
+func memberSubject(m cluster.MemberView) string {
+	if m.Name == "" {
+		return m.ID
+	}
+	return m.Name + " (" + m.ID + ")"
+}
+
+// problemsBySubject is the PROBLEM column: the finding IDs about each member or endpoint.
+func problemsBySubject(fs []finding.Finding) map[string]string {
+	out := map[string]string{}
+	for _, f := range fs {
+		if out[f.Subject] != "" {
+			out[f.Subject] += ","
+		}
+		out[f.Subject] += f.ID
+	}
+	return out
+}

@@ -1,0 +1,449 @@
+package finding
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+)
+
+// Stable IDs of the findings about a live cluster.
+const (
+	IDQuorumLost          = "quorum-lost"
+	IDQuorumAtRisk        = "quorum-at-risk"
+	IDNoFaultTolerance    = "no-fault-tolerance"
+	IDNoLeader            = "no-leader"
+	IDLeadersDisagree     = "leaders-disagree"
+	IDClusterIDMismatch   = "cluster-id-mismatch"
+	IDMemberUnstarted     = "member-unstarted"
+	IDMemberUnreachable   = "member-unreachable"
+	IDEndpointNotMember   = "endpoint-not-member"
+	IDEndpointUnreachable = "endpoint-unreachable"
+	IDMemberLagging       = "member-lagging"
+	IDLearnerNotPromoted  = "learner-not-promoted"
+	IDTooManyLearners     = "too-many-learners"
+	IDVersionSkew         = "version-skew"
+	IDAlarmNoSpace        = "alarm-nospace"
+	IDAlarmCorrupt        = "alarm-corrupt"
+	IDDBNearQuota         = "db-near-quota"
+	IDDefragDue           = "defrag-due"
+	IDHashMismatch        = "hash-mismatch"
+)
+
+// ClusterRules are the thresholds of the live checks.
+type ClusterRules struct {
+	// LagEntries: a member whose applied index trails the leader's commit index by more is lagging.
+	LagEntries uint64
+	// MaxLearners is etcd's --max-learners (1 unless changed).
+	MaxLearners int
+	// QuotaBytes is assumed for members that do not report their quota (before v3.6).
+	QuotaBytes int64
+	// DefragMinBytes: a defragmentation is due when at least this much of the db is free space
+	// and the db is at least twice its size in use.
+	DefragMinBytes int64
+	// Endpoints is how the remedies should address the cluster (etcdctl --endpoints).
+	Endpoints string
+}
+
+// DefaultClusterRules are the thresholds `etcdmedic doctor` uses unless told otherwise.
+func DefaultClusterRules() ClusterRules {
+	return ClusterRules{LagEntries: 1000, MaxLearners: 1, QuotaBytes: 2 << 30, DefragMinBytes: 64 << 20}
+}
+
+// ForCluster judges a live view.
+func ForCluster(v *cluster.View, rules ClusterRules) []Finding {
+	var out []Finding
+	add := func(fs ...Finding) { out = append(out, fs...) }
+	if len(v.Members) == 0 {
+		return nil // no member answered: nothing to judge (doctor says so and exits 3)
+	}
+	add(quorumFindings(v, rules)...)
+	add(leaderFindings(v)...)
+	add(strangerFindings(v, rules)...)
+	add(memberFindings(v, rules)...)
+	add(learnerFindings(v, rules)...)
+	add(versionFindings(v)...)
+	add(alarmFindings(v, rules)...)
+	add(sizeFindings(v, rules)...)
+	add(hashFindings(v)...)
+	Sort(out)
+	return out
+}
+
+func ctl(rules ClusterRules, args string) string {
+	if rules.Endpoints == "" {
+		return "etcdctl " + args
+	}
+	return "etcdctl --endpoints=" + rules.Endpoints + " " + args
+}
+
+func memberLabel(m cluster.MemberView) string {
+	if m.Name == "" {
+		return m.ID
+	}
+	return m.Name + " (" + m.ID + ")"
+}
+
+func upDown(v *cluster.View) []Evidence {
+	var ev []Evidence
+	for _, m := range v.Members {
+		state := "up"
+		switch {
+		case !m.Started():
+			state = "never started"
+		case !m.Up():
+			state = "down"
+			if m.Probe != nil && m.Probe.Error != "" {
+				state += ": " + m.Probe.Error
+			}
+		}
+		role := "voter"
+		if m.IsLearner {
+			role = "learner"
+		}
+		ev = append(ev, Evidence{memberLabel(m), role + ", " + state})
+	}
+	return ev
+}
+
+func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
+	q := v.Quorum
+	ev := append([]Evidence{{"voters up / needed", fmt.Sprintf("%d of %d up, %d needed", q.VotersUp, q.Voters, q.Needed)}}, upDown(v)...)
+	switch {
+	case q.Lost():
+		return []Finding{{
+			ID: IDQuorumLost, Severity: Critical, Subject: "cluster " + v.ClusterID,
+			Summary:  fmt.Sprintf("Quorum is lost: %d of %d voters are up, %d are needed", q.VotersUp, q.Voters, q.Needed),
+			Evidence: ev,
+			Why:      "Without quorum the cluster accepts no writes and serves no linearizable reads: Kubernetes API servers stop working. Removing or re-adding members now cannot succeed and can destroy the data that is left (incident 2).",
+			Remedy:   "Do not run member remove/add, kubeadm reset or kubeadm join now. First try to bring the down voters back as they are (restart etcd on their existing data dirs). If they are gone for good: stop every member, keep every data dir, run `etcdmedic inspect` on each to find the one with the most committed data, then rebuild from it (`etcdmedic recover plan`, or by hand: start it with --force-new-cluster, restart it without the flag, and add the others back one at a time as learners).",
+		}}
+	case q.Tolerance == 0 && q.VotersUp < q.Voters:
+		return []Finding{{
+			ID: IDQuorumAtRisk, Severity: Critical, Subject: "cluster " + v.ClusterID,
+			Summary:  fmt.Sprintf("Quorum is at risk: %d of %d voters are up, one more failure loses it", q.VotersUp, q.Voters),
+			Evidence: ev,
+			Why:      "The cluster works now, but one more voter down stops all writes.",
+			Remedy:   "Bring the down voter back first (restart etcd on its data dir). Replace it only if its data is lost, and then the safe way: " + ctl(rules, "member remove <ID>") + ", move its old data dir aside, " + ctl(rules, "member add <NAME> --learner --peer-urls=<URL>") + ", start it with --initial-cluster-state=existing, promote it once caught up (`etcdmedic member replace` automates this). Do not touch the healthy voters meanwhile.",
+		}}
+	case q.Tolerance == 0 && q.Voters > 0:
+		return []Finding{{
+			ID: IDNoFaultTolerance, Severity: Info, Subject: "cluster " + v.ClusterID,
+			Summary:  fmt.Sprintf("The cluster has %d voter(s): it tolerates no failure", q.Voters),
+			Evidence: ev,
+			Why:      "With 1 or 2 voters, losing one member loses quorum.",
+			Remedy:   "For production, run 3 or 5 voters.",
+		}}
+	}
+	return nil
+}
+
+func leaderFindings(v *cluster.View) []Finding {
+	up := 0
+	for _, m := range v.Members {
+		if m.Up() {
+			up++
+		}
+	}
+	if up == 0 {
+		return nil
+	}
+	var ev []Evidence
+	ids := make([]string, 0, len(v.Leaders))
+	for id := range v.Leaders {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		ev = append(ev, Evidence{"leader " + id + " according to", strings.Join(v.Leaders[id], ",")})
+	}
+	if len(v.Leaders) == 0 {
+		var errs []Evidence
+		for _, m := range v.Members {
+			if m.Up() && len(m.Probe.Status.Errors) > 0 {
+				errs = append(errs, Evidence{memberLabel(m) + " errors", strings.Join(m.Probe.Status.Errors, "; ")})
+			}
+		}
+		return []Finding{{
+			ID: IDNoLeader, Severity: Critical, Subject: "cluster " + v.ClusterID,
+			Summary:  fmt.Sprintf("No member that answered knows a leader (%d answered)", up),
+			Evidence: errs,
+			Why:      "Without a leader nothing is committed: no writes, no linearizable reads.",
+			Remedy:   "If quorum is lost, see quorum-lost. Otherwise check the network between members (peer port) and the members' logs for \"lost leader\" or election loops; a leader usually appears within a few seconds.",
+		}}
+	}
+	if len(v.Leaders) > 1 {
+		return []Finding{{
+			ID: IDLeadersDisagree, Severity: Warning, Subject: "cluster " + v.ClusterID,
+			Summary:  fmt.Sprintf("Members disagree on the leader: %d different leaders reported", len(v.Leaders)),
+			Evidence: ev,
+			Why:      "Right after an election this settles within a heartbeat; if it persists, some members are cut off from the others.",
+			Remedy:   "Run doctor again in a few seconds; if it persists, check the peer network of the members that name a different leader.",
+		}}
+	}
+	return nil
+}
+
+func strangerFindings(v *cluster.View, rules ClusterRules) []Finding {
+	var out []Finding
+	for _, p := range v.Strangers {
+		st := p.Status
+		if st.ClusterID != v.ClusterID {
+			out = append(out, Finding{
+				ID: IDClusterIDMismatch, Severity: Critical, Subject: p.Endpoint,
+				Summary:  fmt.Sprintf("%s belongs to another cluster (%s, not %s)", p.Endpoint, st.ClusterID, v.ClusterID),
+				Evidence: []Evidence{{"cluster ID of " + p.Endpoint, st.ClusterID}, {"cluster ID of the others", v.ClusterID}, {"member ID", st.MemberID}},
+				Why:      "An endpoint of another cluster in the same list splits clients between two datasets; a member restarted on an old or foreign data dir runs under that data's cluster ID and never joins (incident 1).",
+				Remedy:   fmt.Sprintf("Take %s out of the endpoint list, or, if it should be a member of %s: stop it, move its data dir aside (never delete it; `etcdmedic inspect` it), and add it back as a new member (%s).", p.Endpoint, v.ClusterID, ctl(rules, "member add <NAME> --learner --peer-urls=<URL>")),
+			})
+			continue
+		}
+		out = append(out, Finding{
+			ID: IDEndpointNotMember, Severity: Warning, Subject: p.Endpoint,
+			Summary:  fmt.Sprintf("%s answers as member %s, which is not in the cluster's membership", p.Endpoint, st.MemberID),
+			Evidence: []Evidence{{"member ID of " + p.Endpoint, st.MemberID}, {"members", viewMemberIDs(v)}},
+			Why:      "A member that was removed keeps running on its old data until stopped: clients and load balancers that still use it get errors or stale answers (pd-2 of incident 1).",
+			Remedy:   fmt.Sprintf("Stop the process behind %s and move its data dir aside (never delete it). If it should be a member again, add it back as a new member with an empty data dir: %s, then start it with --initial-cluster-state=existing.", p.Endpoint, ctl(rules, "member add <NAME> --learner --peer-urls=<URL>")),
+		})
+	}
+	for _, p := range v.Unmatched {
+		out = append(out, Finding{
+			ID: IDEndpointUnreachable, Severity: Warning, Subject: p.Endpoint,
+			Summary:  fmt.Sprintf("%s did not answer and is no known member's client URL", p.Endpoint),
+			Evidence: []Evidence{{"error", p.Error}},
+			Why:      "An endpoint list that names dead or wrong addresses slows every client down.",
+			Remedy:   "Check the address, or drop it from the endpoint list.",
+		})
+	}
+	return out
+}
+
+func viewMemberIDs(v *cluster.View) string {
+	var ids []string
+	for _, m := range v.Members {
+		ids = append(ids, m.ID)
+	}
+	return strings.Join(ids, ",")
+}
+
+func memberFindings(v *cluster.View, rules ClusterRules) []Finding {
+	var out []Finding
+	leader := v.MemberByID(v.Leader())
+	for _, m := range v.Members {
+		switch {
+		case !m.Started():
+			out = append(out, Finding{
+				ID: IDMemberUnstarted, Severity: Warning, Subject: memberLabel(m),
+				Summary:  fmt.Sprintf("Member %s is in the membership but never started (no name or client URLs)", m.ID),
+				Evidence: []Evidence{{"member list", fmt.Sprintf("id=%s name=%q peerURLs=%s clientURLs=%s learner=%v", m.ID, m.Name, strings.Join(m.PeerURLs, ","), strings.Join(m.ClientURLs, ","), m.IsLearner)}},
+				Why:      "A member that was added but whose process never joined still counts as a voter: it weakens quorum, and it blocks further member adds (incident 1's \"pd-4\").",
+				Remedy:   fmt.Sprintf("Start the member it was added for (empty data dir, --initial-cluster-state=existing, peer URL %s), or remove the entry: %s", strings.Join(m.PeerURLs, ","), ctl(rules, "member remove "+m.ID)),
+			})
+		case !m.Up():
+			errText := "no endpoint answered"
+			if m.Probe != nil && m.Probe.Error != "" {
+				errText = m.Probe.Error
+			}
+			out = append(out, Finding{
+				ID: IDMemberUnreachable, Severity: Warning, Subject: memberLabel(m),
+				Summary:  fmt.Sprintf("Member %s does not answer on %s", memberLabel(m), strings.Join(m.ClientURLs, ",")),
+				Evidence: []Evidence{{"error", errText}},
+				Why:      "A member that is down no longer counts toward quorum.",
+				Remedy:   "Restart etcd on that node with its existing data dir; inspect the data dir offline first if it crashed (`etcdmedic inspect <data-dir>`).",
+			})
+		case leader != nil && leader.Up() && m.ID != leader.ID:
+			lead := leader.Probe.Status.RaftIndex
+			applied := m.Probe.Status.AppliedIndex
+			if applied == 0 {
+				applied = m.Probe.Status.RaftIndex
+			}
+			if lead > applied && lead-applied > rules.LagEntries {
+				out = append(out, Finding{
+					ID: IDMemberLagging, Severity: Warning, Subject: memberLabel(m),
+					Summary:  fmt.Sprintf("Member %s trails the leader by %d entries", memberLabel(m), lead-applied),
+					Evidence: []Evidence{{"leader raft index", fmt.Sprint(lead)}, {memberLabel(m) + " applied index", fmt.Sprint(applied)}, {"threshold", fmt.Sprint(rules.LagEntries)}},
+					Why:      "A lagging member serves stale serializable reads and, if it is a voter, weakens quorum in practice.",
+					Remedy:   "Check its disk (fsync latency) and network; a member far behind catches up by snapshot. If it never catches up, replace it (`etcdmedic member replace`).",
+				})
+			}
+		}
+	}
+	return out
+}
+
+func learnerFindings(v *cluster.View, rules ClusterRules) []Finding {
+	var out []Finding
+	var learners []string
+	leader := v.MemberByID(v.Leader())
+	for _, m := range v.Members {
+		if !m.IsLearner {
+			continue
+		}
+		learners = append(learners, memberLabel(m))
+		if !m.Up() || leader == nil || !leader.Up() {
+			continue
+		}
+		lead, applied := leader.Probe.Status.RaftIndex, m.Probe.Status.AppliedIndex
+		if lead <= applied || lead-applied <= rules.LagEntries {
+			out = append(out, Finding{
+				ID: IDLearnerNotPromoted, Severity: Warning, Subject: memberLabel(m),
+				Summary:  fmt.Sprintf("Learner %s has caught up but is still a learner", memberLabel(m)),
+				Evidence: []Evidence{{"leader raft index", fmt.Sprint(lead)}, {"learner applied index", fmt.Sprint(applied)}},
+				Why:      "A learner does not vote: until it is promoted the cluster has less fault tolerance than it seems, and etcd allows only --max-learners learners at a time, so the next add fails.",
+				Remedy:   ctl(rules, "member promote "+m.ID),
+			})
+		}
+	}
+	if len(learners) > rules.MaxLearners {
+		out = append(out, Finding{
+			ID: IDTooManyLearners, Severity: Warning, Subject: "cluster " + v.ClusterID,
+			Summary:  fmt.Sprintf("%d learners, more than --max-learners=%d", len(learners), rules.MaxLearners),
+			Evidence: []Evidence{{"learners", strings.Join(learners, ", ")}},
+			Why:      "etcd refuses further learners; etcd v3.6 refuses to start on a membership with more learners than allowed (\"too many learner members in cluster\").",
+			Remedy:   "Promote the caught-up learners one at a time, or remove the ones that will never be promoted.",
+		})
+	}
+	return out
+}
+
+func versionFindings(v *cluster.View) []Finding {
+	versions := map[string][]string{}
+	for _, m := range v.Members {
+		if m.Up() {
+			versions[m.Probe.Status.Version] = append(versions[m.Probe.Status.Version], memberLabel(m))
+		}
+	}
+	if len(versions) < 2 {
+		return nil
+	}
+	var ev []Evidence
+	var vs []string
+	for ver := range versions {
+		vs = append(vs, ver)
+	}
+	sort.Strings(vs)
+	for _, ver := range vs {
+		ev = append(ev, Evidence{"version " + ver, strings.Join(versions[ver], ", ")})
+	}
+	return []Finding{{
+		ID: IDVersionSkew, Severity: Warning, Subject: "cluster " + v.ClusterID,
+		Summary:  fmt.Sprintf("Members run %d different etcd versions: %s", len(vs), strings.Join(vs, ", ")),
+		Evidence: ev,
+		Why:      "Mixed versions are expected only during a rolling upgrade; the cluster runs at the lowest version's feature level, and some moves (v3.5 to v3.6 with stale membership) fail half way (incident 3).",
+		Remedy:   "Finish the rolling upgrade (or downgrade) one member at a time; before moving to v3.6, check membership drift on a stopped member with `etcdmedic inspect` (`etcdmedic upgrade check` once available).",
+	}}
+}
+
+func alarmFindings(v *cluster.View, rules ClusterRules) []Finding {
+	seen := map[string]bool{}
+	var out []Finding
+	for _, m := range v.Members {
+		if !m.Up() {
+			continue
+		}
+		for _, a := range m.Probe.Alarms {
+			key := a.MemberID + "/" + a.Alarm
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			member := a.MemberID
+			if mv := v.MemberByID(a.MemberID); mv != nil {
+				member = memberLabel(*mv)
+			}
+			switch a.Alarm {
+			case "NOSPACE":
+				out = append(out, Finding{
+					ID: IDAlarmNoSpace, Severity: Critical, Subject: member,
+					Summary:  "NOSPACE alarm raised: the cluster refuses writes",
+					Evidence: []Evidence{{"alarm", a.Alarm + " on " + member}},
+					Why:      "A member's db reached its quota (--quota-backend-bytes); until the alarm is cleared every write fails with \"mvcc: database space exceeded\".",
+					Remedy:   fmt.Sprintf("Free space and clear the alarm: %s; %s (one member at a time); %s. Raise --quota-backend-bytes if the data really needs more.", ctl(rules, "compact $(etcdctl endpoint status -w json | jq '.[0].Status.header.revision')"), ctl(rules, "defrag --endpoints=<each member>"), ctl(rules, "alarm disarm")),
+				})
+			case "CORRUPT":
+				out = append(out, Finding{
+					ID: IDAlarmCorrupt, Severity: Critical, Subject: member,
+					Summary:  "CORRUPT alarm raised: members disagree on data",
+					Evidence: []Evidence{{"alarm", a.Alarm + " on " + member}},
+					Why:      "etcd's corruption check found a member whose data differs; the cluster refuses writes until the alarm is cleared.",
+					Remedy:   "Find the member that differs (`etcdmedic doctor --check-hash`), replace it from the healthy ones (remove it, move its data dir aside, add it back as a learner), then " + ctl(rules, "alarm disarm"),
+				})
+			}
+		}
+	}
+	return out
+}
+
+func sizeFindings(v *cluster.View, rules ClusterRules) []Finding {
+	var out []Finding
+	for _, m := range v.Members {
+		if !m.Up() {
+			continue
+		}
+		st := m.Probe.Status
+		quota, source := st.DBSizeQuota, "reported by the member"
+		if quota <= 0 {
+			quota, source = rules.QuotaBytes, "assumed (etcd before v3.6 does not report it; set --quota-backend-bytes)"
+		}
+		if quota > 0 && float64(st.DBSize) >= 0.8*float64(quota) {
+			sev := Warning
+			if float64(st.DBSize) >= 0.95*float64(quota) {
+				sev = Critical
+			}
+			out = append(out, Finding{
+				ID: IDDBNearQuota, Severity: sev, Subject: memberLabel(m),
+				Summary:  fmt.Sprintf("%s's db is %s of its %s quota (%.0f%%)", memberLabel(m), humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(quota)), 100*float64(st.DBSize)/float64(quota)),
+				Evidence: []Evidence{{"db size", fmt.Sprint(st.DBSize)}, {"db size in use", fmt.Sprint(st.DBSizeInUse)}, {"quota", fmt.Sprintf("%d (%s)", quota, source)}},
+				Why:      "At the quota etcd raises NOSPACE and refuses every write.",
+				Remedy:   fmt.Sprintf("Compact old revisions and defragment one member at a time (%s), or raise --quota-backend-bytes on every member.", ctl(rules, "defrag --endpoints="+firstURL(m))),
+			})
+		}
+		free := st.DBSize - st.DBSizeInUse
+		if st.DBSizeInUse > 0 && free >= rules.DefragMinBytes && st.DBSize >= 2*st.DBSizeInUse {
+			out = append(out, Finding{
+				ID: IDDefragDue, Severity: Warning, Subject: memberLabel(m),
+				Summary:  fmt.Sprintf("%s's db is %s but only %s is in use: defragmentation is due", memberLabel(m), humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(st.DBSizeInUse))),
+				Evidence: []Evidence{{"db size", fmt.Sprint(st.DBSize)}, {"db size in use", fmt.Sprint(st.DBSizeInUse)}},
+				Why:      "Free pages count against the quota and slow snapshots and member catch-up.",
+				Remedy:   fmt.Sprintf("Defragment one member at a time, followers first (it blocks that member while it runs): %s", ctl(rules, "defrag --endpoints="+firstURL(m))),
+			})
+		}
+	}
+	return out
+}
+
+func firstURL(m cluster.MemberView) string {
+	if len(m.ClientURLs) > 0 {
+		return m.ClientURLs[0]
+	}
+	return "<client URL>"
+}
+
+func hashFindings(v *cluster.View) []Finding {
+	hashes := map[uint32][]string{}
+	var rev int64
+	for _, m := range v.Members {
+		if m.Up() && m.Probe.Hash != nil && m.Probe.Hash.Error == "" {
+			hashes[m.Probe.Hash.Hash] = append(hashes[m.Probe.Hash.Hash], memberLabel(m))
+			rev = m.Probe.Hash.Revision
+		}
+	}
+	if len(hashes) < 2 {
+		return nil
+	}
+	var ev []Evidence
+	for h, who := range hashes {
+		ev = append(ev, Evidence{fmt.Sprintf("hash %d at revision %d", h, rev), strings.Join(who, ", ")})
+	}
+	sort.Slice(ev, func(i, j int) bool { return ev[i].What < ev[j].What })
+	return []Finding{{
+		ID: IDHashMismatch, Severity: Critical, Subject: fmt.Sprintf("revision %d", rev),
+		Summary:  fmt.Sprintf("Members disagree on the data at revision %d (%d different hashes)", rev, len(hashes)),
+		Evidence: ev,
+		Why:      "The same revision must hash the same on every member: some member holds different data (corruption, or a bug). Reads from it return wrong answers.",
+		Remedy:   "Find the odd member out (the minority hash), stop it, move its data dir aside (keep it for analysis), and add it back as a new learner so it copies the majority's data.",
+	}}
+}
