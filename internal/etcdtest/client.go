@@ -1,6 +1,7 @@
 package etcdtest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -10,11 +11,17 @@ import (
 	"google.golang.org/grpc/backoff"
 )
 
-// newClient dials endpoints with a short reconnect backoff: gRPC's default grows to two
-// minutes, and a test restarts members far more often than that.
-func newClient(endpoints []string) (*clientv3.Client, error) {
+// newClient dials endpoints of c, over TLS with the client cert when c has TLS.
+func (c *Cluster) newClient(endpoints []string) (*clientv3.Client, error) {
+	return dial(endpoints, c.clientTLS)
+}
+
+// dial connects to endpoints with a short reconnect backoff: gRPC's default grows to two
+// minutes, and a test restarts members far more often than that. tlsConfig nil means plain.
+func dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
+		TLS:         tlsConfig,
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{

@@ -3,11 +3,13 @@ package etcdtest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +37,9 @@ type ClusterSpec struct {
 	Dir string
 	// ReadyTimeout bounds the wait for the cluster to become healthy; 0 means 30 s.
 	ReadyTimeout time.Duration
+	// TLS, when set, gives every member https client and peer URLs with mutual TLS on both
+	// (see NewCerts), and every client the harness makes uses TLS.TLSInfo.
+	TLS *Certs
 }
 
 // Cluster is a set of etcd processes on 127.0.0.1 that form one etcd cluster.
@@ -44,7 +49,8 @@ type Cluster struct {
 	// Token is the cluster's --initial-cluster-token, unique per cluster.
 	Token string
 
-	spec ClusterSpec
+	spec      ClusterSpec
+	clientTLS *tls.Config // of every client the harness makes; nil without spec.TLS
 
 	mu      sync.Mutex
 	members []*Member // current members, in order of creation
@@ -72,7 +78,11 @@ func NewCluster(t testing.TB, spec ClusterSpec) *Cluster {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("cluster dir: %v", err)
 	}
-	c := &Cluster{Dir: dir, spec: spec}
+	clientTLS, err := spec.TLS.clientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Dir: dir, spec: spec, clientTLS: clientTLS}
 	t.Cleanup(func() { c.cleanup(t) })
 
 	for attempt := 1; ; attempt++ {
@@ -157,7 +167,7 @@ func (c *Cluster) bootstrap(versions []string) error {
 		initial = append(initial, name+"="+m.PeerURL)
 	}
 	for _, m := range members {
-		m.baseFlags = memberFlags(m.Name, m.DataDir, m.ClientURL, m.PeerURL, strings.Join(initial, ","), "new", token, c.spec.SnapshotCount)
+		m.baseFlags = c.memberFlags(m, strings.Join(initial, ","), "new")
 	}
 	c.mu.Lock()
 	c.members = members
@@ -174,15 +184,38 @@ func (c *Cluster) bootstrap(versions []string) error {
 }
 
 func (c *Cluster) newMember(name, version string, clientPort, peerPort int) *Member {
+	scheme := c.spec.TLS.scheme()
 	return &Member{
 		Name:      name,
 		DataDir:   filepath.Join(c.Dir, name+".etcd"),
 		LogPath:   filepath.Join(c.Dir, name+".log"),
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", clientPort),
-		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", peerPort),
+		ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, clientPort),
+		PeerURL:   fmt.Sprintf("%s://127.0.0.1:%d", scheme, peerPort),
 		Version:   version,
 		cluster:   c,
 	}
+}
+
+// memberFlags are the etcd flags that give m its identity, its TLS and bootstrap it. They
+// exist with the same meaning in etcd 3.5, 3.6 and 3.7.
+func (c *Cluster) memberFlags(m *Member, initialCluster, state string) []string {
+	flags := []string{
+		"--name=" + m.Name,
+		"--data-dir=" + m.DataDir,
+		"--listen-client-urls=" + m.ClientURL,
+		"--advertise-client-urls=" + m.ClientURL,
+		"--listen-peer-urls=" + m.PeerURL,
+		"--initial-advertise-peer-urls=" + m.PeerURL,
+		"--initial-cluster=" + initialCluster,
+		"--initial-cluster-state=" + state,
+		"--initial-cluster-token=" + c.Token,
+		"--logger=zap",
+		"--log-outputs=stderr",
+	}
+	if c.spec.SnapshotCount > 0 {
+		flags = append(flags, "--snapshot-count="+strconv.Itoa(c.spec.SnapshotCount))
+	}
+	return append(flags, c.spec.TLS.etcdFlags()...)
 }
 
 // waitHealthy waits until every member is ready and a linearizable read through all of them
@@ -191,7 +224,7 @@ func (c *Cluster) waitHealthy(ctx context.Context) error {
 	members := c.Members()
 	clients := make([]*clientv3.Client, len(members))
 	for i, m := range members {
-		cli, err := newClient([]string{m.ClientURL})
+		cli, err := c.newClient([]string{m.ClientURL})
 		if err != nil {
 			return err
 		}
@@ -228,7 +261,7 @@ func (c *Cluster) waitHealthy(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	cli, err := newClient(c.Endpoints())
+	cli, err := c.newClient(c.Endpoints())
 	if err != nil {
 		return err
 	}
@@ -374,15 +407,15 @@ func (c *Cluster) endpointsExcept(except *Member) []string {
 	return eps
 }
 
-// Client returns a client over every running member but learners (see Endpoints), closed when
-// t ends.
+// Client returns a client over every running member but learners (see Endpoints), over TLS
+// with the client cert when the cluster has TLS, closed when t ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
 	eps := c.Endpoints()
 	if len(eps) == 0 {
 		t.Fatal("etcdtest: no running member to connect to")
 	}
-	cli, err := newClient(eps)
+	cli, err := c.newClient(eps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +437,7 @@ func (c *Cluster) MemberList(t testing.TB) []*etcdserverpb.Member {
 }
 
 func (c *Cluster) memberList(ctx context.Context) ([]*etcdserverpb.Member, error) {
-	cli, err := newClient(c.Endpoints())
+	cli, err := c.newClient(c.Endpoints())
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +529,7 @@ func (c *Cluster) nudge(ctx context.Context, except *Member) {
 	if len(eps) == 0 {
 		return
 	}
-	cli, err := newClient(eps)
+	cli, err := c.newClient(eps)
 	if err != nil {
 		return
 	}

@@ -51,16 +51,22 @@ func TestLinkedClusterKeepsAckedWritesThroughMemberKill(t *testing.T) {
 		t.Fatalf("%d acknowledged writes missing, first %+v", len(missing), missing[0])
 	}
 
-	// The restarted member catches up by itself; check its own data, serializably.
-	own := victim.Client(t)
+	assertCaughtUp(t, victim, acked)
+}
+
+// assertCaughtUp waits up to 10 s for m's own data (read serializably) to hold every write in
+// acked: a restarted member catches up by itself.
+func assertCaughtUp(t *testing.T, m *Member, acked []Write) {
+	t.Helper()
+	own := m.Client(t)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		missing, err = MissingWrites(ctx, own, acked, clientv3.WithSerializable())
+		missing, err := MissingWrites(t.Context(), own, acked, clientv3.WithSerializable())
 		if err == nil && len(missing) == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s's own data still lacks %d acknowledged writes (err %v)", victim.Name, len(missing), err)
+			t.Fatalf("%s's own data still lacks %d acknowledged writes (err %v)", m.Name, len(missing), err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

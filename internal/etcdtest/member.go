@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,7 +38,8 @@ type Member struct {
 	DataDir string
 	// LogPath is where the process's stdout and stderr (etcd's zap log) go, appended across
 	// restarts; the harness marks each start and exit with an "etcdtest:" line.
-	LogPath   string
+	LogPath string
+	// ClientURL and PeerURL are http://127.0.0.1:<port>, https with ClusterSpec.TLS.
 	ClientURL string
 	PeerURL   string
 	// Version is the harness version (V3_5_19, Linked, ...) the member runs, or ran last.
@@ -209,11 +209,12 @@ func (m *Member) LogTail(n int) string {
 	return readLogTail(m.LogPath, n)
 }
 
-// Client returns a client connected to this member alone, closed when t ends. With
-// clientv3.WithSerializable its reads show this member's own data.
+// Client returns a client connected to this member alone (with the cluster's client cert when
+// it has TLS), closed when t ends. With clientv3.WithSerializable its reads show this member's
+// own data.
 func (m *Member) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := newClient([]string{m.ClientURL})
+	cli, err := m.cluster.newClient([]string{m.ClientURL})
 	if err != nil {
 		t.Fatalf("member %s: %v", m.Name, err)
 	}
@@ -223,7 +224,7 @@ func (m *Member) Client(t testing.TB) *clientv3.Client {
 
 // Status asks the member itself for its status (works on learners and without quorum).
 func (m *Member) Status(ctx context.Context) (*clientv3.StatusResponse, error) {
-	cli, err := newClient([]string{m.ClientURL})
+	cli, err := m.cluster.newClient([]string{m.ClientURL})
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +247,7 @@ func (m *Member) WaitReady(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, defaultReadyTimeout)
 		defer cancel()
 	}
-	cli, err := newClient([]string{m.ClientURL})
+	cli, err := m.cluster.newClient([]string{m.ClientURL})
 	if err != nil {
 		return err
 	}
@@ -325,26 +326,4 @@ func (p *process) exited() bool {
 	default:
 		return false
 	}
-}
-
-// memberFlags are the etcd flags that give a member its identity and bootstrap it. They exist
-// with the same meaning in etcd 3.5, 3.6 and 3.7.
-func memberFlags(name, dataDir, clientURL, peerURL, initialCluster, state, token string, snapshotCount int) []string {
-	flags := []string{
-		"--name=" + name,
-		"--data-dir=" + dataDir,
-		"--listen-client-urls=" + clientURL,
-		"--advertise-client-urls=" + clientURL,
-		"--listen-peer-urls=" + peerURL,
-		"--initial-advertise-peer-urls=" + peerURL,
-		"--initial-cluster=" + initialCluster,
-		"--initial-cluster-state=" + state,
-		"--initial-cluster-token=" + token,
-		"--logger=zap",
-		"--log-outputs=stderr",
-	}
-	if snapshotCount > 0 {
-		flags = append(flags, "--snapshot-count="+strconv.Itoa(snapshotCount))
-	}
-	return flags
 }

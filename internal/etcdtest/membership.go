@@ -69,7 +69,7 @@ func (c *Cluster) AddMember(t testing.TB, name string, opts AddOptions) *Member 
 	m.extraFlags = append([]string(nil), opts.ExtraFlags...)
 	m.learner.Store(opts.Learner)
 
-	cli, err := newClient(c.Endpoints())
+	cli, err := c.newClient(c.Endpoints())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func (c *Cluster) AddMember(t testing.TB, name string, opts AddOptions) *Member 
 		t.Fatal(c.describe(fmt.Sprintf("add member %s (%s, learner=%t): %v", name, m.PeerURL, opts.Learner, err)))
 	}
 	m.ID = added.Member.ID
-	m.baseFlags = memberFlags(name, m.DataDir, m.ClientURL, m.PeerURL, c.initialCluster(added.Members, m), "existing", c.Token, c.spec.SnapshotCount)
+	m.baseFlags = c.memberFlags(m, c.initialCluster(added.Members, m), "existing")
 
 	c.mu.Lock()
 	c.members = append(c.members, m)
@@ -145,7 +145,7 @@ func (c *Cluster) nameForPeerURLs(urls []string) string {
 // harmless key; it gives up after 30 s.
 func (c *Cluster) PromoteMember(t testing.TB, m *Member) {
 	t.Helper()
-	cli, err := newClient(c.endpointsExcept(m))
+	cli, err := c.newClient(c.endpointsExcept(m))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func (c *Cluster) RemoveMember(t testing.TB, m *Member) {
 	if len(eps) == 0 {
 		t.Fatalf("remove member %s: no other running member to ask", m.Name)
 	}
-	cli, err := newClient(eps)
+	cli, err := c.newClient(eps)
 	if err != nil {
 		t.Fatal(err)
 	}
