@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -148,13 +149,10 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 	// A plain TCP connect first: a dead member refuses at once, and saying "connection
 	// refused" beats waiting out gRPC's retries until the timeout.
 	if hostPort, ok := tcpAddress(p.Endpoint); ok {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", hostPort)
-		if err != nil {
+		if err := preflight(ctx, conn, hostPort); err != nil {
 			p.Error = describeErr(ctx, err)
 			return
 		}
-		c.Close()
 	}
 	cli, err := conn.clientFor(p.Endpoint)
 	if err != nil {
@@ -214,6 +212,31 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 		return
 	}
 	p.Reached = true
+}
+
+// preflight connects (and, with TLS, shakes hands) once: a dead member refuses at once, and
+// a wrong CA gets its real reason, where the etcd client would only time out.
+func preflight(ctx context.Context, conn Conn, hostPort string) error {
+	d := &net.Dialer{}
+	cfg, err := conn.tlsConfig()
+	if err != nil || cfg == nil {
+		c, err := d.DialContext(ctx, "tcp", hostPort)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(hostPort); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	c, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", hostPort)
+	if err == nil {
+		c.Close()
+	}
+	return err
 }
 
 // tcpAddress returns host:port of a TCP endpoint ("unix://" endpoints have none).

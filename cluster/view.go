@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -82,13 +83,7 @@ func (v *View) commonRevision() int64 {
 func BuildView(probes []*Probe, at time.Time) *View {
 	v := &View{TakenAt: at, Probes: probes, Leaders: map[string][]string{}, Strangers: []*Probe{}, Unmatched: []*Probe{}}
 	v.ClusterID = majorityClusterID(probes)
-	// The member list of the reached member furthest along in raft is the freshest.
-	var best *Probe
-	for _, p := range probes {
-		if p.Reached && p.Status.ClusterID == v.ClusterID && len(p.Members) > 0 && (best == nil || p.Status.RaftIndex > best.Status.RaftIndex) {
-			best = p
-		}
-	}
+	best := authoritativeList(probes, v.ClusterID)
 	byID := map[string]*Probe{}
 	for _, p := range probes {
 		if p.Reached && p.Status.ClusterID == v.ClusterID {
@@ -131,6 +126,42 @@ func BuildView(probes []*Probe, at time.Time) *View {
 	v.Quorum.Needed = v.Quorum.Voters/2 + 1
 	v.Quorum.Tolerance = v.Quorum.VotersUp - v.Quorum.Needed
 	return v
+}
+
+// authoritativeList picks whose member list the view uses: the list most reached members of
+// the cluster hold (a member restarted on a stale copy, or forced into a cluster of its own,
+// holds a different one), ties going to the member furthest along in raft.
+func authoritativeList(probes []*Probe, clusterID string) *Probe {
+	votes := map[string]int{}
+	for _, p := range probes {
+		if p.Reached && p.Status.ClusterID == clusterID && len(p.Members) > 0 {
+			votes[membershipKey(p.Members)]++
+		}
+	}
+	var best *Probe
+	for _, p := range probes {
+		if !p.Reached || p.Status.ClusterID != clusterID || len(p.Members) == 0 {
+			continue
+		}
+		if best == nil {
+			best = p
+			continue
+		}
+		vp, vb := votes[membershipKey(p.Members)], votes[membershipKey(best.Members)]
+		if vp > vb || (vp == vb && p.Status.RaftIndex > best.Status.RaftIndex) {
+			best = p
+		}
+	}
+	return best
+}
+
+func membershipKey(ms []Member) string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, ",")
 }
 
 func (v *View) claimed(p *Probe) bool {

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 func errorAs(err error, target any) bool { return errors.As(err, target) }
@@ -43,6 +51,89 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 		copyFile(t, p, target, 0o600)
 		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePortsForTest(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// listenSilently accepts TCP connections and never answers: a hung member.
+func listenSilently(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+func runCLIQuiet(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func clientv3WithPrefix() clientv3.OpOption { return clientv3.WithPrefix() }
+
+// allAlarms disarms every alarm, as `etcdctl alarm disarm` does.
+func allAlarms() *clientv3.AlarmMember { return &clientv3.AlarmMember{} }
+
+// corruptLastValue edits the value of the newest key revision in a stopped member's db, as a
+// disk or bug would: same revision, different data.
+func corruptLastValue(t *testing.T, dbPath string) {
+	t.Helper()
+	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("key"))
+		k, v := b.Cursor().Last()
+		var kv mvccpb.KeyValue
+		if err := proto.Unmarshal(v, &kv); err != nil {
+			return err
+		}
+		kv.Value = []byte("corrupted")
+		nv, err := proto.Marshal(&kv)
+		if err != nil {
+			return err
+		}
+		return b.Put(append([]byte(nil), k...), nv)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+)
+
+// TLS for real: client and peer TLS with client-certificate auth, as kubeadm sets etcd up.
+func TestDoctorTLS(t *testing.T) {
+	certs := etcdtest.NewCerts(t, "")
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, TLS: certs})
+	ep := c.Member("m1").ClientURL
+
+	code, d := doctor(t, []string{ep}, "--cacert", certs.CAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile)
+	if code != exitOK || len(d.Findings) != 0 || d.Quorum.VotersUp != 3 {
+		t.Fatalf("TLS cluster with the right certs: exit %d, %s, %+v", code, d.ids(), d.Quorum)
+	}
+
+	// The same flags from ETCDCTL_* variables, as etcdctl users have them.
+	t.Setenv("ETCDCTL_ENDPOINTS", ep)
+	t.Setenv("ETCDCTL_CACERT", certs.CAFile)
+	t.Setenv("ETCDCTL_CERT", certs.ClientCertFile)
+	t.Setenv("ETCDCTL_KEY", certs.ClientKeyFile)
+	if code, out, errOut := runCLI(t, "doctor"); code != exitOK {
+		t.Fatalf("from ETCDCTL_* variables: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// A wrong CA: one clear line naming the certificate problem, exit 3.
+	code, out, errOut := runCLI(t, "doctor", "--endpoints", ep, "--cacert", certs.OtherCAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "2s")
+	if code != exitFailed || !strings.Contains(errOut, "certificate signed by unknown authority") || out != "" {
+		t.Fatalf("wrong CA: exit %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	// A missing certificate file.
+	code, _, errOut = runCLI(t, "doctor", "--endpoints", ep, "--cacert", filepath.Join(t.TempDir(), "nope.crt"))
+	if code != exitFailed || !strings.Contains(errOut, "TLS setup") {
+		t.Fatalf("missing CA file: exit %d: %s", code, errOut)
+	}
+}
+
+// The operator of incident 2 types one flag: doctor reads kubeadm's etcd manifest.
+func TestDoctorDiscoversKubeadm(t *testing.T) {
+	certs := etcdtest.NewCerts(t, "")
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, TLS: certs})
+	m1 := c.Member("m1")
+	// kubeadm's layout: ca.crt, server.crt and healthcheck-client.crt in one pki folder.
+	pki := filepath.Join(t.TempDir(), "pki", "etcd")
+	os.MkdirAll(pki, 0o700)
+	copyFile(t, certs.CAFile, filepath.Join(pki, "ca.crt"), 0o600)
+	copyFile(t, certs.ServerCertFile, filepath.Join(pki, "server.crt"), 0o600)
+	copyFile(t, certs.ServerKeyFile, filepath.Join(pki, "server.key"), 0o600)
+	copyFile(t, certs.ClientCertFile, filepath.Join(pki, "healthcheck-client.crt"), 0o600)
+	copyFile(t, certs.ClientKeyFile, filepath.Join(pki, "healthcheck-client.key"), 0o600)
+	manifest := filepath.Join(t.TempDir(), "etcd.yaml")
+	writeFile(t, manifest, fmt.Sprintf(kubeadmManifest, m1.ClientURL, m1.ClientURL, m1.PeerURL, m1.PeerURL, pki, pki, m1.ClientURL, pki, pki, pki, pki))
+
+	code, out, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest)
+	if code != exitOK || !strings.Contains(out, "3 of 3 voters up") {
+		t.Fatalf("kubeadm discovery: exit %d\n%s%s", code, out, errOut)
+	}
+	// Without healthcheck-client.crt, the server certificate serves as the client certificate.
+	os.Remove(filepath.Join(pki, "healthcheck-client.crt"))
+	if code, out, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest); code != exitOK {
+		t.Fatalf("kubeadm discovery with the server cert: exit %d\n%s%s", code, out, errOut)
+	}
+	// A manifest that is not YAML.
+	writeFile(t, manifest, "spec: {containers: [unclosed\n")
+	if code, _, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest); code != exitFailed || !strings.Contains(errOut, "not YAML") {
+		t.Fatalf("bad manifest: exit %d: %s", code, errOut)
+	}
+}
+
+// kubeadmManifest is the etcd static pod kubeadm writes (v1.3x), with the test's URLs and pki.
+const kubeadmManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  annotations:
+    kubeadm.kubernetes.io/etcd.advertise-client-urls: %s
+  labels:
+    component: etcd
+    tier: control-plane
+  name: etcd
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - etcd
+    - --advertise-client-urls=%s
+    - --listen-peer-urls=%s
+    - --initial-advertise-peer-urls=%s
+    - --cert-file=%s/server.crt
+    - --client-cert-auth=true
+    - --data-dir=/var/lib/etcd
+    - --feature-gates=InitialCorruptCheck=true
+    - --key-file=%s/server.key
+    - --listen-client-urls=%s
+    - --listen-metrics-urls=http://127.0.0.1:2381
+    - --name=master1
+    - --peer-cert-file=%s/peer.crt
+    - --peer-client-cert-auth=true
+    - --peer-key-file=%s/peer.key
+    - --peer-trusted-ca-file=%s/ca.crt
+    - --snapshot-count=10000
+    - --trusted-ca-file=%s/ca.crt
+    image: registry.k8s.io/etcd:3.5.16-0
+    name: etcd
+  hostNetwork: true
+`
