@@ -1,0 +1,92 @@
+package finding
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+)
+
+// probe builds what one member's endpoint would answer.
+func probe(id, leader string, index uint64, mutate ...func(*cluster.Probe)) *cluster.Probe {
+	p := &cluster.Probe{
+		Endpoint: "http://" + id, Reached: true, Healthy: true,
+		Status: &cluster.Status{ClusterID: "c1", MemberID: id, Leader: leader, RaftTerm: 2, RaftIndex: index, AppliedIndex: index, DBSize: 1 << 20, DBSizeInUse: 1 << 20, Version: "3.6.16"},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func withMembers(ps []*cluster.Probe, ids ...string) []*cluster.Probe {
+	var ms []cluster.Member
+	for _, id := range ids {
+		ms = append(ms, cluster.Member{ID: id, Name: "n" + id, PeerURLs: []string{"http://" + id + ":2380"}, ClientURLs: []string{"http://" + id}})
+	}
+	for _, p := range ps {
+		if p.Reached {
+			p.Members = ms
+		}
+	}
+	return ps
+}
+
+func judge(ps []*cluster.Probe) []Finding {
+	return ForCluster(cluster.BuildView(ps, time.Unix(0, 0)), DefaultClusterRules())
+}
+
+func ids(fs []Finding) string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, string(f.Severity)+":"+f.ID)
+	}
+	return strings.Join(out, " ")
+}
+
+// Conditions that real clusters show only in passing (an election) or that cannot be made on
+// purpose (a CORRUPT alarm) are judged here on constructed views; the rest are proven on real
+// clusters in cmd/etcdmedic.
+func TestClusterRules(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		probes []*cluster.Probe
+		want   string
+	}{
+		{"healthy", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100)}, "a", "b", "c"), ""},
+		{"leaders disagree", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "c", 100)}, "a", "b", "c"), "warning:leaders-disagree"},
+		{"lagging at the threshold is fine", withMembers([]*cluster.Probe{probe("a", "a", 2000), probe("b", "a", 1000), probe("c", "a", 2000)}, "a", "b", "c"), ""},
+		{"lagging past it", withMembers([]*cluster.Probe{probe("a", "a", 2001), probe("b", "a", 1000), probe("c", "a", 2001)}, "a", "b", "c"), "warning:member-lagging"},
+		{"corrupt alarm", withMembers([]*cluster.Probe{probe("a", "a", 1, func(p *cluster.Probe) {
+			p.Alarms = []cluster.Alarm{{MemberID: "b", Alarm: "CORRUPT"}}
+		}), probe("b", "a", 1), probe("c", "a", 1)}, "a", "b", "c"), "critical:alarm-corrupt"},
+		{"near quota", withMembers([]*cluster.Probe{probe("a", "a", 1, func(p *cluster.Probe) {
+			p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 850, 850, 1000
+		}), probe("b", "a", 1), probe("c", "a", 1)}, "a", "b", "c"), "warning:db-near-quota"},
+		{"single voter", withMembers([]*cluster.Probe{probe("a", "a", 1)}, "a"), "info:no-fault-tolerance"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ids(judge(tc.probes)); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryClusterFindingCarriesEvidenceAndRemedy(t *testing.T) {
+	dead := &cluster.Probe{Endpoint: "http://c", Error: "connection refused"}
+	ps := withMembers([]*cluster.Probe{probe("a", "a", 5000, func(p *cluster.Probe) {
+		p.Alarms = []cluster.Alarm{{MemberID: "a", Alarm: "NOSPACE"}}
+		p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 990<<20, 100<<20, 1000<<20
+	}), probe("b", "b", 10, func(p *cluster.Probe) { p.Status.Version = "3.5.24" }), dead}, "a", "b", "c")
+	fs := judge(ps)
+	if len(fs) < 5 {
+		t.Fatalf("want many findings, got %s", ids(fs))
+	}
+	for _, f := range fs {
+		if f.ID == "" || f.Summary == "" || f.Why == "" || f.Remedy == "" || (f.Severity != Info && len(f.Evidence) == 0) {
+			t.Errorf("incomplete finding %+v", f)
+		}
+	}
+}
