@@ -135,3 +135,12 @@ func (c Conn) clientFor(endpoint string) (*clientv3.Client, error) {
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, MaxDelay: time.Second}, MinConnectTimeout: c.DialTimeout})},
 	})
 }
+
+// Client returns a client over every endpoint, for commands that change the cluster.
+func (c Conn) Client() (*clientv3.Client, error) {
+	tlsCfg, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, TLS: tlsCfg, Username: c.User, Password: c.Password, Logger: zap.NewNop()})
+}

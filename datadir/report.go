@@ -259,7 +259,7 @@ func (r *Report) classify(path string, now time.Time) error {
 		}
 		return fmt.Errorf("%w: read %s: %v", ErrNotInspectable, path, err)
 	}
-	if len(ents) == 0 {
+	if len(withoutIgnorable(ents)) == 0 {
 		r.Kind, r.KindReason = KindEmpty, "the directory is empty: a new member may start here"
 		return nil
 	}
@@ -328,4 +328,22 @@ func isBboltFile(path string) bool {
 	}
 	_, err = readBboltMeta(f, size)
 	return err == nil
+}
+
+// Ignorable names a data dir may hold and still count as empty: a filesystem's lost+found (a
+// fresh volume has one) and etcdmedic's own quarantine folder.
+var Ignorable = map[string]bool{"lost+found": true, QuarantineFolder: true}
+
+// QuarantineFolder is where etcdmedic moves stale data when it cannot put it beside the data dir
+// on the same filesystem.
+const QuarantineFolder = ".etcdmedic-quarantine"
+
+func withoutIgnorable(ents []os.DirEntry) []os.DirEntry {
+	var out []os.DirEntry
+	for _, e := range ents {
+		if !Ignorable[e.Name()] {
+			out = append(out, e)
+		}
+	}
+	return out
 }

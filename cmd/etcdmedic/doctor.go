@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/finding"
@@ -23,18 +22,16 @@ type doctorResult struct {
 }
 
 type doctorOptions struct {
-	conn           cluster.Conn
-	kubeadm        string
-	checkHash      bool
-	noDiscover     bool
-	watch          time.Duration
-	watchRounds    int
-	rules          finding.ClusterRules
-	connFlagsNames []string
+	connFlags
+	checkHash   bool
+	noDiscover  bool
+	watch       time.Duration
+	watchRounds int
+	rules       finding.ClusterRules
 }
 
 func newDoctorCommand(opts *globalOptions) *cobra.Command {
-	o := &doctorOptions{conn: cluster.DefaultConn(), rules: finding.DefaultClusterRules()}
+	o := &doctorOptions{rules: finding.DefaultClusterRules()}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Diagnose a live etcd (or PD) cluster: every member probed in parallel, findings with remedies",
@@ -50,9 +47,10 @@ Exit codes: 0 healthy, 1 warnings, 2 critical (quorum lost or at risk, corruptio
 run (bad flags, no endpoint reachable).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.resolveConn(cmd.Flags()); err != nil {
+			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
 			}
+			o.rules.Endpoints = o.endpointList()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if o.watch > 0 {
@@ -71,18 +69,7 @@ run (bad flags, no endpoint reachable).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&o.conn.Endpoints, "endpoints", o.conn.Endpoints, "gRPC endpoints")
-	f.StringVar(&o.conn.CACert, "cacert", "", "verify certificates of TLS-enabled secure servers using this CA bundle")
-	f.StringVar(&o.conn.Cert, "cert", "", "identify secure client using this TLS certificate file")
-	f.StringVar(&o.conn.Key, "key", "", "identify secure client using this TLS key file")
-	f.BoolVar(&o.conn.InsecureSkipVerify, "insecure-skip-tls-verify", false, "skip server certificate verification")
-	f.StringVar(&o.conn.User, "user", "", "username for authentication")
-	f.StringVar(&o.conn.Password, "password", "", "password for authentication")
-	f.DurationVar(&o.conn.DialTimeout, "dial-timeout", o.conn.DialTimeout, "dial timeout for each connection")
-	f.DurationVar(&o.conn.CommandTimeout, "command-timeout", o.conn.CommandTimeout, "time allowed for the whole probe (every member is probed in parallel within it)")
-	o.connFlagsNames = []string{"endpoints", "cacert", "cert", "key", "insecure-skip-tls-verify", "user", "password", "dial-timeout", "command-timeout"}
-	f.StringVar(&o.kubeadm, "discover-kubeadm", "", "read endpoints and certificates from a kubeadm etcd manifest (default "+cluster.DefaultKubeadmManifest+")")
-	f.Lookup("discover-kubeadm").NoOptDefVal = cluster.DefaultKubeadmManifest
+	o.register(f)
 	f.BoolVar(&o.checkHash, "check-hash", false, "also compare every voter's hashkv at a common revision")
 	f.BoolVar(&o.noDiscover, "no-discover", false, "probe only the given endpoints, not the client URLs member lists name")
 	f.DurationVar(&o.watch, "watch", 0, "re-run every INTERVAL and print only what changed, until interrupted")
@@ -92,45 +79,6 @@ run (bad flags, no endpoint reachable).`,
 	f.Int64Var(&o.rules.QuotaBytes, "quota-backend-bytes", o.rules.QuotaBytes, "quota assumed for members that do not report theirs (etcd before v3.6)")
 	f.Int64Var(&o.rules.DefragMinBytes, "defrag-min-bytes", o.rules.DefragMinBytes, "report a defragmentation as due when at least this much of a db is free")
 	return cmd
-}
-
-// resolveConn applies, in order of precedence: flags, ETCDCTL_* variables, the kubeadm manifest.
-func (o *doctorOptions) resolveConn(flags *pflag.FlagSet) error {
-	if o.kubeadm != "" {
-		c, err := cluster.ConnFromKubeadm(o.kubeadm, o.conn)
-		if err != nil {
-			return failf("give the manifest path: --discover-kubeadm=/path/to/etcd.yaml, or use --endpoints and --cacert/--cert/--key", "%v", err)
-		}
-		for _, name := range []string{"endpoints", "cacert", "cert", "key"} {
-			if !flags.Changed(name) {
-				switch name {
-				case "endpoints":
-					o.conn.Endpoints = c.Endpoints
-				case "cacert":
-					o.conn.CACert = c.CACert
-				case "cert":
-					o.conn.Cert = c.Cert
-				case "key":
-					o.conn.Key = c.Key
-				}
-			}
-		}
-	}
-	for _, name := range o.connFlagsNames {
-		if flags.Changed(name) || (o.kubeadm != "" && (name == "endpoints" || name == "cacert" || name == "cert" || name == "key")) {
-			continue
-		}
-		if v, ok := os.LookupEnv(cluster.EnvVar(name)); ok {
-			if err := o.conn.ApplyEnv(name, v); err != nil {
-				return failf("", "%v", err)
-			}
-		}
-	}
-	if err := o.conn.Validate(); err != nil {
-		return failf("see etcdmedic doctor --help", "%v", err)
-	}
-	o.rules.Endpoints = strings.Join(o.conn.Endpoints, ",")
-	return nil
 }
 
 func (o *doctorOptions) diagnose(ctx context.Context) doctorResult {

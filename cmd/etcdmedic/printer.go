@@ -10,6 +10,7 @@ type printer interface {
 	Inspect(w io.Writer, r inspectResult) error
 	Sandbox(w io.Writer, r sandboxResult) error
 	Doctor(w io.Writer, r doctorResult) error
+	Guard(w io.Writer, r guardResult) error
 }
 
 func printerFor(format string) (printer, error) {

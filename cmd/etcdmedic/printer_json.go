@@ -21,3 +21,5 @@ func (jsonPrinter) Inspect(w io.Writer, r inspectResult) error { return writeJSO
 func (jsonPrinter) Sandbox(w io.Writer, r sandboxResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Doctor(w io.Writer, r doctorResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) Guard(w io.Writer, r guardResult) error { return writeJSON(w, r) }

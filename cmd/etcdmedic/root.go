@@ -63,6 +63,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newInspectCommand(opts),
 		newSandboxCommand(opts),
 		newDoctorCommand(opts),
+		newGuardCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/finding"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+)
+
+// A follower cut off from its peers while the others keep committing: doctor names it as
+// lagging, with the leader's and its own index, still shows its status (it answers clients),
+// and the finding clears once the network heals and the follower catches up.
+func TestDoctorMemberLagging(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, PeerProxies: true})
+	all := c.Endpoints()
+	leader := c.Leader(t)
+	var follower *etcdtest.Member
+	for _, m := range c.Members() {
+		if m != leader {
+			follower = m
+			break
+		}
+	}
+
+	if err := follower.Isolate(); err != nil {
+		t.Fatal(err)
+	}
+	const writes = 500
+	cli := c.ClientExcept(t, follower)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for i := range writes {
+		if _, err := cli.Put(ctx, fmt.Sprintf("lag/%04d", i), "v"); err != nil {
+			t.Fatalf("write %d through the members other than %s: %v", i, follower.Name, err)
+		}
+	}
+	logStatuses(t, c, "isolated")
+
+	code, d := waitDoctor(t, all, func(d doctorJSON) bool { return d.find(finding.IDMemberLagging) != nil }, "--lag-entries", "100")
+	t.Logf("doctor while %s is isolated: exit %d, findings %s", follower.Name, code, d.ids())
+	f := wantDoctorFinding(t, d, finding.IDMemberLagging, finding.Warning)
+	if !strings.HasPrefix(f.Subject, follower.Name) {
+		t.Errorf("lagging member is %q, want %s", f.Subject, follower.Name)
+	}
+	lead, applied := evidenceNumber(t, f, "leader raft index"), evidenceNumber(t, f, " applied index")
+	if lead < applied+writes {
+		t.Errorf("evidence says the leader is at %d and %s at %d: less than the %d writes apart", lead, follower.Name, applied, writes)
+	}
+	if code != exitFindings {
+		t.Errorf("a lagging follower on a cluster with quorum: exit %d, want %d", code, exitFindings)
+	}
+	for _, m := range d.Members {
+		if m.Name == follower.Name && (m.Probe == nil || !m.Probe.Reached || m.Probe.Status == nil || m.Probe.Status.RaftIndex == 0) {
+			t.Errorf("doctor lost the isolated member's status though it answers on its client port: %+v", m.Probe)
+		}
+	}
+
+	// Past an election timeout the follower knows it is cut off: it names no leader and its
+	// status carries an error, yet it still answers and still lags.
+	waitNoLeader(t, follower)
+	logStatuses(t, c, "isolated, leader lost")
+	started := time.Now()
+	code, d = doctor(t, all, "--lag-entries", "100")
+	t.Logf("doctor once %s knows no leader: exit %d after %s, findings %s", follower.Name, code, time.Since(started).Round(time.Millisecond), d.ids())
+	wantDoctorFinding(t, d, finding.IDMemberLagging, finding.Warning)
+
+	follower.Heal()
+	started = time.Now()
+	code, d = waitDoctor(t, all, func(d doctorJSON) bool { return len(d.Findings) == 0 }, "--lag-entries", "100")
+	t.Logf("doctor clean %s after healing (exit %d)", time.Since(started).Round(time.Millisecond), code)
+	logStatuses(t, c, "healed")
+}
+
+// waitNoLeader waits up to 10 s until m's own status names no leader.
+func waitNoLeader(t *testing.T, m *etcdtest.Member) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		st, err := m.Status(ctx)
+		cancel()
+		if err == nil && st.Leader == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still names a leader after 10 s cut off from its peers (status %v, err %v)", m.Name, st, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// evidenceNumber returns the number in the finding's evidence whose label contains what.
+func evidenceNumber(t *testing.T, f *finding.Finding, what string) uint64 {
+	t.Helper()
+	for _, e := range f.Evidence {
+		if strings.Contains(e.What, what) {
+			n, err := strconv.ParseUint(e.Value, 10, 64)
+			if err != nil {
+				t.Fatalf("evidence %q=%q: %v", e.What, e.Value, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no evidence %q in %s", what, evidenceOf(f))
+	return 0
+}
+
+// logStatuses logs what each member says of itself, for the record of what etcd showed.
+func logStatuses(t *testing.T, c *etcdtest.Cluster, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for _, s := range c.Statuses(ctx) {
+		if s.Err != nil {
+			t.Logf("%s: %s: %v", when, s.Member.Name, s.Err)
+			continue
+		}
+		t.Logf("%s: %s says leader %x, term %d, raft index %d, applied %d, errors %v",
+			when, s.Member.Name, s.Status.Leader, s.Status.RaftTerm, s.Status.RaftIndex, s.Status.RaftAppliedIndex, s.Status.Errors)
+	}
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+type guardJSON struct {
+	Verdict     guard.Verdict      `json:"verdict"`
+	Quarantined *guard.Quarantined `json:"quarantined"`
+	Joined      *struct {
+		MemberID string `json:"memberID"`
+		Promoted bool   `json:"promoted"`
+	} `json:"joined"`
+	Next []string `json:"next"`
+}
+
+func runGuard(t *testing.T, args ...string) (int, guardJSON, string) {
+	t.Helper()
+	code, out, errOut := runCLI(t, append([]string{"guard", "-w", "json", "--command-timeout", "3s"}, args...)...)
+	var g guardJSON
+	if out != "" {
+		if err := json.Unmarshal([]byte(out), &g); err != nil {
+			t.Fatalf("guard printed no JSON (exit %d): %v\n%s\n%s", code, err, out, errOut)
+		}
+	}
+	return code, g, errOut
+}
+
+// killLocalMember stops a member the local runtime started, when the test ends.
+func killLocalMember(t *testing.T, dataDir string) {
+	t.Cleanup(func() {
+		b, err := os.ReadFile(local.PIDFile(dataDir))
+		if err != nil {
+			return
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// etcdmedicEtcd is the linked etcd as a command line (tests run in-process, where
+// os.Executable is the test binary).
+func etcdmedicEtcd(t *testing.T) string {
+	return etcdtest.EtcdmedicBinary(t) + " etcd"
+}
+
+func newURLs(t *testing.T) (client, peer string) {
+	ports := freePortsForTest(t, 2)
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+}
+
+// Incident 1, end to end: a member is failed over, its replacement lands on a volume that
+// still holds the old data dir. Without etcdmedic it never becomes healthy; with
+// `guard --fix --rejoin --start` it joins fresh, the old data is kept intact in quarantine,
+// and no acknowledged write is lost.
+func TestIncident1StaleVolumeRejoinsFresh(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
+
+	m3 := c.Member("m3")
+	if err := m3.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	volume := filepath.Join(t.TempDir(), "pv-0007") // the local volume the provisioner re-publishes
+	copyDir(t, m3.DataDir, volume)
+	c.RemoveMember(t, m3) // the failover: the old member leaves the cluster
+
+	// The replacement pod starts on the reused volume: etcd ignores its flags, runs as the
+	// removed member, and gives up.
+	client, peer := newURLs(t)
+	bin := etcdtest.Binary(t, etcdtest.Linked)
+	stale := bin.Command("--name", "m3", "--data-dir", volume, "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "m3="+peer, "--initial-cluster-state", "existing")
+	var staleLog strings.Builder
+	stale.Stdout, stale.Stderr = &staleLog, &staleLog
+	if err := stale.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- stale.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		stale.Process.Kill()
+		<-exited
+	}
+	if !strings.Contains(staleLog.String(), "removed") {
+		t.Fatalf("the stale member should fail as removed; its log ends:\n%s", lastLines(staleLog.String(), 10))
+	}
+
+	// Without --fix, guard only reports, and says exactly what to do.
+	endpoints := strings.Join(c.Endpoints(), ",")
+	code, g, _ := runGuard(t, "--data-dir", volume, "--name", "m3", "--peer-urls", peer, "--endpoints", endpoints)
+	if code != exitCritical || g.Verdict.Class != guard.Removed || len(g.Next) == 0 {
+		t.Fatalf("guard without --fix: exit %d, %+v", code, g)
+	}
+
+	killLocalMember(t, volume)
+	code, g, errOut := runGuard(t, "--data-dir", volume, "--name", "m3", "--peer-urls", peer, "--client-urls", client,
+		"--endpoints", endpoints, "--fix", "--rejoin", "--start", "--etcd-command", etcdmedicEtcd(t))
+	if code != exitOK || g.Quarantined == nil || g.Joined == nil || !g.Joined.Promoted {
+		t.Fatalf("guard --fix --rejoin --start: exit %d, %+v\n%s", code, g, errOut)
+	}
+	if err := guard.Verify(g.Quarantined.Dir); err != nil {
+		t.Fatalf("quarantine does not match its manifest: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(g.Quarantined.Dir, "data", "member", "wal")); err != nil {
+		t.Fatalf("the old WAL is not in quarantine: %v", err)
+	}
+
+	// The cluster is whole again: three voters, healthy, and every acknowledged write is there.
+	code, d := waitDoctor(t, c.Endpoints(), func(d doctorJSON) bool { return d.Quorum.Voters == 3 && d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
+	if code != exitOK {
+		t.Fatalf("doctor after rejoin: exit %d, %s", code, d.ids())
+	}
+	ledger.Stop()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	missing, err := etcdtest.MissingWrites(ctx, c.Client(t), ledger.Acked())
+	if err != nil || len(missing) != 0 || len(ledger.Acked()) == 0 {
+		t.Fatalf("%d of %d acknowledged writes missing (err %v)", len(missing), len(ledger.Acked()), err)
+	}
+	t.Logf("rejoined; %d acknowledged writes, none lost; quarantine %s", len(ledger.Acked()), g.Quarantined.Dir)
+}
+
+// A data dir from another cluster whose members have the same names.
+func TestGuardForeignDataDir(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	om := other.Member("m1")
+	if err := om.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	client, peer := newURLs(t)
+	code, g, _ := runGuard(t, "--data-dir", om.DataDir, "--name", "m1", "--peer-urls", peer, "--endpoints", strings.Join(c.Endpoints(), ","))
+	if code != exitCritical || g.Verdict.Class != guard.Foreign {
+		t.Fatalf("exit %d, %+v", code, g.Verdict)
+	}
+	code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix")
+	if code != exitOK || g.Quarantined == nil {
+		t.Fatalf("--fix: exit %d, %+v", code, g)
+	}
+	if err := guard.Verify(g.Quarantined.Dir); err != nil {
+		t.Fatal(err)
+	}
+	// Now empty: safe to start, and guard says so.
+	if code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--endpoints", strings.Join(c.Endpoints(), ",")); code != exitOK || g.Verdict.Class != guard.Empty {
+		t.Fatalf("after quarantine: exit %d, %+v", code, g.Verdict)
+	}
+}
+
+// A live member's data dir offered under another member's name and peer URLs; and the same
+// data dir under its own: VALID.
+func TestGuardMismatchedAndValid(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	m2 := c.Member("m2")
+	if err := m2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	eps := strings.Join([]string{c.Member("m1").ClientURL, c.Member("m3").ClientURL}, ",")
+	code, g, _ := runGuard(t, "--data-dir", m2.DataDir, "--name", "m3", "--peer-urls", c.Member("m3").PeerURL, "--endpoints", eps)
+	if code != exitCritical || g.Verdict.Class != guard.Mismatched {
+		t.Fatalf("mismatched: exit %d, %+v", code, g.Verdict)
+	}
+	code, g, _ = runGuard(t, "--data-dir", m2.DataDir, "--name", "m2", "--peer-urls", m2.PeerURL, "--endpoints", eps)
+	if code != exitOK || g.Verdict.Class != guard.Valid {
+		t.Fatalf("valid: exit %d, %+v", code, g.Verdict)
+	}
+}
+
+// A PD data dir: the stale join file goes into quarantine with the rest.
+func TestGuardPDDataDirWithJoinFile(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	m3 := c.Member("m3")
+	m3.Stop()
+	pd := filepath.Join(t.TempDir(), "pd")
+	copyDir(t, m3.DataDir, pd)
+	writeFile(t, filepath.Join(pd, "join"), "m1="+c.Member("m1").PeerURL+",pd-4=http://127.0.0.1:1")
+	c.RemoveMember(t, m3)
+	_, peer := newURLs(t)
+	code, g, _ := runGuard(t, "--data-dir", pd, "--name", "m3", "--peer-urls", peer, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix")
+	if code != exitOK || g.Verdict.Class != guard.Removed || g.Quarantined == nil {
+		t.Fatalf("exit %d, %+v", code, g)
+	}
+	if _, err := os.Stat(filepath.Join(pd, "join")); !os.IsNotExist(err) {
+		t.Errorf("the join file is still in the data dir: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(g.Quarantined.Dir, "data", "join")); err != nil || !strings.Contains(string(b), "pd-4") {
+		t.Errorf("the join file is not in quarantine: %v", err)
+	}
+}
+
+// Without quorum, guard refuses to judge, and --fix touches nothing.
+func TestGuardUnknownWithoutQuorum(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	m3 := c.Member("m3")
+	m3.Stop()
+	before := dirListing(t, m3.DataDir)
+	c.Member("m2").Kill()
+	_, peer := newURLs(t)
+	code, g, _ := runGuard(t, "--data-dir", m3.DataDir, "--name", "m3", "--peer-urls", peer, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix")
+	if code != exitFailed || g.Verdict.Class != guard.Unknown || g.Quarantined != nil || !strings.Contains(g.Verdict.Reason, "recover") {
+		t.Fatalf("exit %d, %+v", code, g)
+	}
+	if after := dirListing(t, m3.DataDir); after != before {
+		t.Fatalf("guard changed the data dir without quorum")
+	}
+}
+
+func dirListing(t *testing.T, dir string) string {
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil {
+			fmt.Fprintf(&b, "%s %d %d\n", p, info.Size(), info.ModTime().UnixNano())
+		}
+		return nil
+	})
+	return b.String()
+}
+
+func TestGuardEmptyAndMissingDirsAreSafe(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	empty := t.TempDir()
+	os.Mkdir(filepath.Join(empty, "lost+found"), 0o700) // a fresh volume
+	for _, dir := range []string{empty, filepath.Join(t.TempDir(), "not-yet")} {
+		if code, g, _ := runGuard(t, "--data-dir", dir, "--endpoints", c.Member("m1").ClientURL); code != exitOK || g.Verdict.Class != guard.Empty {
+			t.Errorf("%s: exit %d, %+v", dir, code, g.Verdict)
+		}
+	}
+}

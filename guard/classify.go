@@ -1,0 +1,136 @@
+// Package guard decides whether a data dir may be started as a member of a live cluster, and
+// moves aside (quarantines, never deletes) the data dirs that may not.
+package guard
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/finding"
+)
+
+// Class is what a data dir is, relative to the live cluster it is about to join.
+type Class string
+
+const (
+	// Empty: nothing there; a new member may join (after `member add`).
+	Empty Class = "EMPTY"
+	// Valid: same cluster, this member is live with these peer URLs.
+	Valid Class = "VALID"
+	// Foreign: another cluster's data (or an older incarnation of this one), or not etcd data.
+	Foreign Class = "FOREIGN"
+	// Removed: same cluster, but this member is no longer in the membership.
+	Removed Class = "REMOVED"
+	// Mismatched: the member is live, but its name or peer URLs are another member's.
+	Mismatched Class = "MISMATCHED"
+	// Unknown: the live cluster cannot be reached or has no quorum: never guess.
+	Unknown Class = "UNKNOWN"
+)
+
+// SafeToStart is true for the classes a member may start on.
+func (c Class) SafeToStart() bool { return c == Empty || c == Valid }
+
+// Expect is what the member about to start will be.
+type Expect struct {
+	Name     string
+	PeerURLs []string
+}
+
+// Verdict is the classification with what it rests on.
+type Verdict struct {
+	Class    Class              `json:"class"`
+	Safe     bool               `json:"safeToStart"`
+	Reason   string             `json:"reason"`
+	Evidence []finding.Evidence `json:"evidence"`
+	// LiveMember is the live membership's record of this data dir's member, when there is one.
+	LiveMember *cluster.Member `json:"liveMember,omitempty"`
+}
+
+// Classify compares a data dir (r; nil when the dir does not exist) with the live view.
+func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
+	if r == nil || r.Kind == datadir.KindEmpty {
+		return verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
+	}
+	ev := []finding.Evidence{{What: "data dir kind", Value: r.Kind}}
+	if r.Identity != nil {
+		ev = append(ev,
+			finding.Evidence{What: "data dir cluster ID", Value: r.Identity.ClusterID.String()},
+			finding.Evidence{What: "data dir member ID", Value: r.Identity.MemberID.String()},
+			finding.Evidence{What: "data dir member name", Value: orDash(r.Identity.Name)},
+		)
+	}
+	if r.Raft != nil {
+		ev = append(ev, finding.Evidence{What: "data dir last raft index (term)", Value: fmt.Sprintf("%d (%d)", r.Raft.LastIndex, r.Raft.LastTerm)})
+	}
+	if r.PDJoin != nil {
+		ev = append(ev, finding.Evidence{What: "PD join file", Value: r.PDJoin.Contents})
+	}
+	reached := v != nil && len(v.Members) > 0
+	if !reached || v.Quorum.Lost() {
+		why := "no member of the live cluster answered"
+		if reached {
+			why = fmt.Sprintf("the live cluster has no quorum (%d of %d voters up)", v.Quorum.VotersUp, v.Quorum.Voters)
+		}
+		return withEvidence(verdict(Unknown, why+": etcdmedic does not guess whether this data is still needed. If quorum is lost, this data dir may hold the most recent data: keep it, and recover quorum first (etcdmedic inspect each stopped member, then etcdmedic recover)."), ev)
+	}
+	ev = append(ev, finding.Evidence{What: "live cluster ID", Value: v.ClusterID}, finding.Evidence{What: "live members", Value: liveMembers(v)})
+	if r.Kind == datadir.KindNotEtcd {
+		return withEvidence(verdict(Foreign, "the directory holds files that are not etcd data ("+r.KindReason+")"), ev)
+	}
+	if r.Identity.ClusterID.String() != v.ClusterID {
+		return withEvidence(verdict(Foreign, fmt.Sprintf("the data belongs to cluster %s, not to the live cluster %s: another cluster, or an older incarnation of this one. A member started on it runs under the old cluster ID and never joins (\"request cluster ID mismatch\")", r.Identity.ClusterID, v.ClusterID)), ev)
+	}
+	live := v.MemberByID(r.Identity.MemberID.String())
+	if live == nil || r.Identity.RemovedMarked {
+		return withEvidence(verdict(Removed, fmt.Sprintf("member %s is no longer in the live membership: it was removed. etcd started on this data exits with \"the member has been permanently removed from the cluster\"", r.Identity.MemberID)), ev)
+	}
+	out := verdict(Valid, fmt.Sprintf("member %s is live in cluster %s", r.Identity.MemberID, v.ClusterID))
+	out.LiveMember = &live.Member
+	ev = append(ev, finding.Evidence{What: "live record", Value: fmt.Sprintf("name=%q peerURLs=%s", live.Name, strings.Join(live.PeerURLs, ","))})
+	var clash []string
+	if want.Name != "" && live.Name != "" && live.Name != want.Name {
+		clash = append(clash, fmt.Sprintf("the live member %s is named %q, this member will start as %q", live.ID, live.Name, want.Name))
+	}
+	if len(want.PeerURLs) > 0 && !sameURLs(live.PeerURLs, want.PeerURLs) {
+		clash = append(clash, fmt.Sprintf("the live member %s has peer URLs %s, this member will advertise %s", live.ID, strings.Join(live.PeerURLs, ","), strings.Join(want.PeerURLs, ",")))
+	}
+	if len(clash) > 0 {
+		out.Class, out.Safe = Mismatched, false
+		out.Reason = "the data dir's member is live, but as another member: " + strings.Join(clash, "; ")
+	}
+	return withEvidence(out, ev)
+}
+
+func verdict(c Class, reason string) Verdict {
+	return Verdict{Class: c, Safe: c.SafeToStart(), Reason: reason, Evidence: []finding.Evidence{}}
+}
+
+func withEvidence(v Verdict, ev []finding.Evidence) Verdict {
+	v.Evidence = ev
+	return v
+}
+
+func liveMembers(v *cluster.View) string {
+	var parts []string
+	for _, m := range v.Members {
+		parts = append(parts, fmt.Sprintf("%s=%s", orDash(m.Name), m.ID))
+	}
+	return strings.Join(parts, ",")
+}
+
+func sameURLs(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,245 @@
+// Package member changes membership the safe way: a new member joins as a learner, is
+// started, is promoted only once it has caught up, and a failed member is replaced only when
+// the cluster can afford it.
+package member
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/runtime"
+)
+
+// Joiner adds one member to a cluster that has quorum.
+type Joiner struct {
+	Client *clientv3.Client
+	// Runtime starts the new member; nil means the operator starts it (the steps are printed)
+	// and Join stops after the add.
+	Runtime runtime.Runtime
+	// Out gets one line per step, before the step runs.
+	Out io.Writer
+	// CatchUp bounds the wait for the learner to catch up and be promoted.
+	CatchUp time.Duration
+}
+
+// JoinSpec is the member to add.
+type JoinSpec struct {
+	Name       string
+	PeerURLs   []string
+	ClientURLs []string
+	DataDir    string
+	ExtraFlags []string
+}
+
+// Joined says what Join did.
+type Joined struct {
+	MemberID string             `json:"memberID"`
+	Start    runtime.MemberSpec `json:"start"`
+	Promoted bool               `json:"promoted"`
+	Steps    []string           `json:"steps"`
+}
+
+func (j *Joiner) step(out *Joined, format string, a ...any) {
+	line := fmt.Sprintf(format, a...)
+	out.Steps = append(out.Steps, line)
+	if j.Out != nil {
+		fmt.Fprintln(j.Out, "==> "+line)
+	}
+}
+
+// Join adds spec as a learner (or finds it already added, when run again), starts it through
+// the runtime, waits until it has caught up (writing a harmless key meanwhile: a learner on an
+// idle cluster can stall forever), and promotes it.
+func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
+	out := &Joined{}
+	list, err := j.Client.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("member list: %w", err)
+	}
+	var id uint64
+	var members []*etcdserverpb.Member
+	alreadyVoter := false
+	if m := findByPeerURLs(list.Members, spec.PeerURLs); m != nil {
+		if !m.IsLearner && m.Name != "" {
+			return nil, fmt.Errorf("member %s (%x) already has peer URLs %s and has started: nothing to join", m.Name, m.ID, strings.Join(spec.PeerURLs, ","))
+		}
+		// Added before (by an earlier run, or by a plain member add that was never started).
+		alreadyVoter = !m.IsLearner
+		j.step(out, "member %x with peer URLs %s was already added (learner: %v): going on from there", m.ID, strings.Join(spec.PeerURLs, ","), m.IsLearner)
+		id, members = m.ID, list.Members
+	} else {
+		j.step(out, "etcdctl member add %s --learner --peer-urls=%s", spec.Name, strings.Join(spec.PeerURLs, ","))
+		resp, err := retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberAddResponse, error) {
+			return j.Client.MemberAddAsLearner(ctx, spec.PeerURLs)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("member add: %w", err)
+		}
+		id, members = resp.Member.ID, resp.Members
+	}
+	out.MemberID = fmt.Sprintf("%x", id)
+	out.Start = runtime.MemberSpec{
+		Name: spec.Name, DataDir: spec.DataDir, ClientURLs: spec.ClientURLs, PeerURLs: spec.PeerURLs,
+		InitialCluster: initialCluster(members, id, spec.Name), ClusterState: "existing", ExtraFlags: spec.ExtraFlags,
+	}
+	if j.Runtime == nil {
+		j.step(out, "start the member with an empty data dir and these flags: etcd %s", strings.Join(out.Start.Flags(), " "))
+		j.step(out, "once it has caught up: etcdctl member promote %x", id)
+		return out, nil
+	}
+	j.step(out, "start %s: etcd %s", spec.Name, strings.Join(out.Start.Flags(), " "))
+	if err := j.Runtime.Start(ctx, out.Start); err != nil {
+		return out, err
+	}
+	if alreadyVoter {
+		j.step(out, "wait until %s serves (it was added as a voter: no promotion)", spec.Name)
+		if err := j.waitServing(ctx, spec.ClientURLs); err != nil {
+			return out, err
+		}
+		return out, nil
+	}
+	j.step(out, "wait until %s has caught up, then etcdctl member promote %x", spec.Name, id)
+	if err := j.promoteWhenReady(ctx, id); err != nil {
+		return out, err
+	}
+	out.Promoted = true
+	return out, nil
+}
+
+const nudgeKey = "etcdmedic/join-nudge"
+
+// waitServing waits until the member answers Status on one of its client URLs and knows a leader.
+func (j *Joiner) waitServing(ctx context.Context, clientURLs []string) error {
+	timeout := j.CatchUp
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		for _, u := range clientURLs {
+			sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := j.Client.Status(sctx, u)
+			scancel()
+			if err == nil && st.Leader != 0 {
+				return nil
+			}
+		}
+		nctx, ncancel := context.WithTimeout(ctx, 2*time.Second)
+		j.Client.Put(nctx, nudgeKey, time.Now().UTC().Format(time.RFC3339Nano))
+		ncancel()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the member did not serve on %s within %s: check its log", strings.Join(clientURLs, ","), timeout)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// promoteWhenReady retries the promotion (etcd refuses it until the learner is in sync),
+// writing a harmless key between tries.
+func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64) error {
+	timeout := j.CatchUp
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var lastErr error
+	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, lastErr = j.Client.MemberPromote(rctx, id)
+		rcancel()
+		if lastErr == nil {
+			return nil
+		}
+		if alreadyPromoted(lastErr) { // an earlier try went through after its timeout
+			return nil
+		}
+		if !retryable(lastErr) {
+			return fmt.Errorf("promote %x: %w", id, lastErr)
+		}
+		nctx, ncancel := context.WithTimeout(ctx, 2*time.Second)
+		j.Client.Put(nctx, nudgeKey, time.Now().UTC().Format(time.RFC3339Nano))
+		ncancel()
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("member %x did not catch up within %s (last answer: %v); it stays a learner: check its log, then etcdctl member promote %x", id, timeout, lastErr, id)
+		case <-time.After(delay):
+		}
+	}
+}
+
+func alreadyPromoted(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "can only promote a learner member") && !strings.Contains(msg, "in sync with leader")
+}
+
+// retryable errors are the ones etcd gives while a membership change is not yet allowed.
+func retryable(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"unhealthy cluster", "can only promote a learner member which is in sync with leader", "too many requests", "leader changed", "context deadline exceeded", "no leader"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryUnhealthy retries a membership change refused with "unhealthy cluster" (etcd waits
+// until every voter has been connected for 5 s after a change) for up to 30 s.
+func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := op(rctx)
+		rcancel()
+		if err == nil || !strings.Contains(err.Error(), "unhealthy cluster") {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, errors.Join(err, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+func findByPeerURLs(ms []*etcdserverpb.Member, urls []string) *etcdserverpb.Member {
+	for _, m := range ms {
+		for _, u := range m.PeerURLs {
+			if slices.Contains(urls, u) {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// initialCluster is what a joining member passes as --initial-cluster: every member by name,
+// the joining one (not yet named in the membership) by its new name.
+func initialCluster(ms []*etcdserverpb.Member, joining uint64, name string) string {
+	var parts []string
+	for _, m := range ms {
+		n := m.Name
+		if m.ID == joining {
+			n = name
+		}
+		if n == "" {
+			continue // another member that never started: etcd would refuse an empty name
+		}
+		for _, u := range m.PeerURLs {
+			parts = append(parts, n+"="+u)
+		}
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,100 @@
+// Package local runs members as local processes, detached from etcdmedic so they outlive it,
+// with their pid in <data-dir>.pid and their log in <data-dir>.log.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/runtime"
+)
+
+// Runtime starts etcd with Command (for etcdmedic itself: {"/path/etcdmedic", "etcd"}).
+type Runtime struct {
+	Command []string
+	Grace   time.Duration
+}
+
+// PIDFile and LogFile are where a member's process id and log go.
+func PIDFile(dataDir string) string { return strings.TrimRight(dataDir, "/") + ".pid" }
+func LogFile(dataDir string) string { return strings.TrimRight(dataDir, "/") + ".log" }
+
+// Start launches the member in its own session.
+func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
+	if len(r.Command) == 0 {
+		return errors.New("local runtime: no etcd command")
+	}
+	if pid, err := readPID(m.DataDir); err == nil && alive(pid) {
+		return fmt.Errorf("member %s already runs (pid %d)", m.Name, pid)
+	}
+	log, err := os.OpenFile(LogFile(m.DataDir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open member log: %w", err)
+	}
+	defer log.Close()
+	argv := append(append([]string{}, r.Command...), m.Flags()...)
+	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{Files: []*os.File{nil, log, log}, Sys: &syscall.SysProcAttr{Setsid: true}})
+	if err != nil {
+		return fmt.Errorf("start member %s: %w", m.Name, err)
+	}
+	if err := os.WriteFile(PIDFile(m.DataDir), []byte(strconv.Itoa(p.Pid)), 0o644); err != nil {
+		p.Kill()
+		return err
+	}
+	return p.Release()
+}
+
+// Stop sends SIGTERM, waits up to Grace, then SIGKILL.
+func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
+	pid, err := readPID(m.DataDir)
+	if err != nil {
+		return nil // never started here
+	}
+	grace := r.Grace
+	if grace == 0 {
+		grace = 10 * time.Second
+	}
+	syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for alive(pid) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return nil
+}
+
+func readPID(dataDir string) (int, error) {
+	b, err := os.ReadFile(PIDFile(dataDir))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// alive is false for a process that exited, zombies included.
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && len(s) > i+2 {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
