@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+
+	"github.com/etcdmedic/etcdmedic/scan"
 )
 
 // printer renders each command's result; one implementation per -w format, as etcdutl does.
@@ -11,6 +13,7 @@ type printer interface {
 	Sandbox(w io.Writer, r sandboxResult) error
 	Doctor(w io.Writer, r doctorResult) error
 	Guard(w io.Writer, r guardResult) error
+	Scan(w io.Writer, r *scan.Result) error
 }
 
 func printerFor(format string) (printer, error) {

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"io"
+
+	"github.com/etcdmedic/etcdmedic/scan"
 )
 
 // jsonPrinter writes every result as indented JSON: the documented, machine-readable form.
@@ -23,3 +25,5 @@ func (jsonPrinter) Sandbox(w io.Writer, r sandboxResult) error { return writeJSO
 func (jsonPrinter) Doctor(w io.Writer, r doctorResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Guard(w io.Writer, r guardResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) Scan(w io.Writer, r *scan.Result) error { return writeJSON(w, r) }

@@ -64,6 +64,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newSandboxCommand(opts),
 		newDoctorCommand(opts),
 		newGuardCommand(opts),
+		newScanCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

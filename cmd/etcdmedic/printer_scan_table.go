@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/etcdmedic/etcdmedic/scan"
+)
+
+func (tablePrinter) Scan(w io.Writer, r *scan.Result) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tKIND\tCLUSTER ID\tMEMBER ID\tNAME\tLAST INDEX\tLAST WRITE\tCLAIM")
+	for _, f := range r.Found {
+		claim := "-"
+		switch {
+		case f.InUse:
+			claim = "IN USE (a running member holds it)"
+		case f.Error != "":
+			claim = "error: " + f.Error
+		case f.Verdict != nil:
+			claim = string(f.Verdict.Class)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Path, f.Kind, orDash(f.ClusterID), orDash(f.MemberID), orDash(f.Name), f.LastIndex, f.Modified.Format("2006-01-02T15:04:05Z"), claim)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n%d data dir(s) in %d directories visited", len(r.Found), r.Dirs)
+	if len(r.Quarantines) > 0 {
+		fmt.Fprintf(w, "; %d quarantine folder(s) left alone", len(r.Quarantines))
+	}
+	fmt.Fprintln(w)
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
+	for _, f := range r.Found {
+		if f.Verdict != nil && !f.Verdict.Safe {
+			fmt.Fprintf(w, "%s: %s: %s\n", f.Verdict.Class, f.Path, f.Verdict.Reason)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/scan"
+)
+
+// The follow-up of incident 1, in one command: of all the local volumes on a node, which hold
+// etcd data, and does the live cluster still claim it?
+func TestScanFindsLiveStaleForeignAndEmpty(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	root := filepath.Join(t.TempDir(), "mnt", "disks")
+
+	// vol-live: a stopped member that is still in the cluster; vol-running: m1's own data dir,
+	// in use; vol-stale: m3's data, m3 removed; vol-foreign: another cluster's member.
+	m2 := c.Member("m2")
+	m2.Stop()
+	copyDir(t, m2.DataDir, filepath.Join(root, "vol-live"))
+	if err := m2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m3 := c.Member("m3")
+	m3.Stop()
+	copyDir(t, m3.DataDir, filepath.Join(root, "vol-stale", "pd"))
+	writeFile(t, filepath.Join(root, "vol-stale", "pd", "join"), "m1="+c.Member("m1").PeerURL)
+	c.RemoveMember(t, m3)
+	om := other.Member("m1")
+	om.Stop()
+	copyDir(t, om.DataDir, filepath.Join(root, "vol-foreign"))
+	if err := os.Symlink(c.Member("m1").DataDir, filepath.Join(root, "vol-running")); err != nil {
+		t.Fatal(err)
+	}
+	// Two thousand empty volumes, a fresh one with lost+found, a symlink loop, a dangling link.
+	for i := 0; i < 2000; i++ {
+		os.MkdirAll(filepath.Join(root, "empty", fmt.Sprintf("vol-%04d", i)), 0o755)
+	}
+	os.MkdirAll(filepath.Join(root, "vol-fresh", "lost+found"), 0o700)
+	os.Symlink(root, filepath.Join(root, "empty", "loop"))
+	os.Symlink(filepath.Join(root, "nowhere"), filepath.Join(root, "dangling"))
+	if err := m2.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	started := time.Now()
+	code, out, errOut := runCLI(t, "scan", root, "-w", "json", "--endpoints", strings.Join(c.Endpoints(), ","), "--command-timeout", "3s")
+	took := time.Since(started)
+	var res scan.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("scan printed no JSON (exit %d): %v\n%s", code, err, errOut)
+	}
+	if code != exitCritical {
+		t.Errorf("stale data found: want exit 2, got %d", code)
+	}
+	want := map[string]string{
+		"vol-live":     string(guard.Valid),
+		"vol-stale/pd": string(guard.Removed),
+		"vol-foreign":  string(guard.Foreign),
+		"vol-running":  "IN USE",
+	}
+	got := map[string]string{}
+	for _, f := range res.Found {
+		rel, _ := filepath.Rel(root, f.Path)
+		switch {
+		case f.InUse:
+			got[rel] = "IN USE"
+		case f.Verdict != nil:
+			got[rel] = string(f.Verdict.Class)
+		default:
+			got[rel] = "?" + f.Error
+		}
+		if !f.InUse && (f.ClusterID == "" || f.MemberID == "" || f.LastIndex == 0 || f.Modified.IsZero()) {
+			t.Errorf("%s: identity missing: %+v", rel, f)
+		}
+	}
+	for rel, class := range want {
+		if got[rel] != class {
+			t.Errorf("%s: got %q, want %q (all: %v)", rel, got[rel], class, got)
+		}
+	}
+	if len(res.Found) != len(want) || res.Dirs < 2000 {
+		t.Errorf("found %d data dirs in %d dirs: %v", len(res.Found), res.Dirs, got)
+	}
+	if !strings.Contains(strings.Join(res.Skipped, "\n"), "dangling") {
+		t.Errorf("the dangling link should be listed as skipped: %v", res.Skipped)
+	}
+	t.Logf("scanned %d directories in %s", res.Dirs, took)
+}
