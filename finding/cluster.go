@@ -17,6 +17,7 @@ const (
 	IDNoFaultTolerance    = "no-fault-tolerance"
 	IDNoLeader            = "no-leader"
 	IDLeadersDisagree     = "leaders-disagree"
+	IDMemberCutOff        = "member-cut-off"
 	IDClusterIDMismatch   = "cluster-id-mismatch"
 	IDMemberUnstarted     = "member-unstarted"
 	IDMemberUnreachable   = "member-unreachable"
@@ -175,16 +176,40 @@ func leaderFindings(v *cluster.View) []Finding {
 			Remedy:   "If quorum is lost, see quorum-lost. Otherwise check the network between members (peer port) and the members' logs for \"lost leader\" or election loops; a leader usually appears within a few seconds.",
 		}}
 	}
+	var out []Finding
+	if !v.Quorum.Lost() {
+		// The others agree on a leader; a member that answers but names none, or cannot do a
+		// linearizable read, is cut off from its peers.
+		for _, m := range v.Members {
+			if !m.Up() || (m.Probe.Status.Leader != "0" && m.Probe.Healthy) {
+				continue
+			}
+			ev := []Evidence{{memberLabel(m) + " names leader", m.Probe.Status.Leader}}
+			if len(m.Probe.Status.Errors) > 0 {
+				ev = append(ev, Evidence{memberLabel(m) + " errors", strings.Join(m.Probe.Status.Errors, "; ")})
+			}
+			if m.Probe.HealthErr != "" {
+				ev = append(ev, Evidence{memberLabel(m) + " linearizable read", m.Probe.HealthErr})
+			}
+			out = append(out, Finding{
+				ID: IDMemberCutOff, Severity: Warning, Subject: memberLabel(m),
+				Summary:  fmt.Sprintf("Member %s answers clients but is cut off from the leader", memberLabel(m)),
+				Evidence: append(ev, Evidence{"leader according to the others", v.Leader()}),
+				Why:      "It serves only stale serializable reads, and as a voter it does not count toward quorum while cut off.",
+				Remedy:   fmt.Sprintf("Check the peer network between it and the others (its peer URLs %s, firewalls, DNS) and its log for \"lost leader\" or \"prober detected unhealthy status\".", strings.Join(m.PeerURLs, ",")),
+			})
+		}
+	}
 	if len(v.Leaders) > 1 {
-		return []Finding{{
+		out = append(out, Finding{
 			ID: IDLeadersDisagree, Severity: Warning, Subject: "cluster " + v.ClusterID,
 			Summary:  fmt.Sprintf("Members disagree on the leader: %d different leaders reported", len(v.Leaders)),
 			Evidence: ev,
 			Why:      "Right after an election this settles within a heartbeat; if it persists, some members are cut off from the others.",
 			Remedy:   "Run doctor again in a few seconds; if it persists, check the peer network of the members that name a different leader.",
-		}}
+		})
 	}
-	return nil
+	return out
 }
 
 func strangerFindings(v *cluster.View, rules ClusterRules) []Finding {

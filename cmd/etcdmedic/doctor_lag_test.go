@@ -68,6 +68,9 @@ func TestDoctorMemberLagging(t *testing.T) {
 	code, d = doctor(t, all, "--lag-entries", "100")
 	t.Logf("doctor once %s knows no leader: exit %d after %s, findings %s", follower.Name, code, time.Since(started).Round(time.Millisecond), d.ids())
 	wantDoctorFinding(t, d, finding.IDMemberLagging, finding.Warning)
+	if f := wantDoctorFinding(t, d, finding.IDMemberCutOff, finding.Warning); !strings.HasPrefix(f.Subject, follower.Name) {
+		t.Errorf("cut-off member is %q, want %s", f.Subject, follower.Name)
+	}
 
 	follower.Heal()
 	started = time.Now()

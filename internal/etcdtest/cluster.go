@@ -40,6 +40,11 @@ type ClusterSpec struct {
 	// TLS, when set, gives every member https client and peer URLs with mutual TLS on both
 	// (see NewCerts), and every client the harness makes uses TLS.TLSInfo.
 	TLS *Certs
+	// PeerProxies puts a TCP proxy on 127.0.0.1 in front of every member's peer port, members
+	// added later too: members advertise the proxy's URL (Member.PeerURL, what the member list
+	// shows) and reach each other only through the proxies, so Member.Isolate can partition a
+	// member without root. The proxies live as long as the cluster.
+	PeerProxies bool
 }
 
 // Cluster is a set of etcd processes on 127.0.0.1 that form one etcd cluster.
@@ -53,9 +58,12 @@ type Cluster struct {
 	clientTLS *tls.Config // of every client the harness makes; nil without spec.TLS
 
 	mu      sync.Mutex
-	members []*Member // current members, in order of creation
-	started []*Member // every member ever created, removed ones too: cleanup kills them all
+	members []*Member    // current members, in order of creation
+	started []*Member    // every member ever created, removed ones too: cleanup kills them all
+	proxies []*peerProxy // every peer proxy ever started (ClusterSpec.PeerProxies): cleanup closes them
 	closed  bool
+
+	isolations atomic.Int32 // how many members Isolate cut off
 
 	logsShown atomic.Bool // an error already carried every member's log tail
 }
@@ -162,7 +170,10 @@ func (c *Cluster) bootstrap(versions []string) error {
 	var initial []string
 	for i, v := range versions {
 		name := fmt.Sprintf("m%d", i+1)
-		m := c.newMember(name, v, ports[2*i], ports[2*i+1])
+		m, err := c.newMember(name, v, ports[2*i], ports[2*i+1])
+		if err != nil {
+			return err
+		}
 		members = append(members, m)
 		initial = append(initial, name+"="+m.PeerURL)
 	}
@@ -183,9 +194,11 @@ func (c *Cluster) bootstrap(versions []string) error {
 	return c.waitHealthy(ctx)
 }
 
-func (c *Cluster) newMember(name, version string, clientPort, peerPort int) *Member {
+// newMember describes a member that listens on clientPort and peerPort; with PeerProxies it
+// starts the member's peer proxy, whose URL the member advertises.
+func (c *Cluster) newMember(name, version string, clientPort, peerPort int) (*Member, error) {
 	scheme := c.spec.TLS.scheme()
-	return &Member{
+	m := &Member{
 		Name:      name,
 		DataDir:   filepath.Join(c.Dir, name+".etcd"),
 		LogPath:   filepath.Join(c.Dir, name+".log"),
@@ -194,6 +207,19 @@ func (c *Cluster) newMember(name, version string, clientPort, peerPort int) *Mem
 		Version:   version,
 		cluster:   c,
 	}
+	m.listenPeerURL = m.PeerURL
+	if c.spec.PeerProxies {
+		p, err := startPeerProxy(m, peerPort)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.proxies = append(c.proxies, p)
+		c.mu.Unlock()
+		m.proxy = p
+		m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, p.port())
+	}
+	return m, nil
 }
 
 // memberFlags are the etcd flags that give m its identity, its TLS and bootstrap it. They
@@ -204,7 +230,7 @@ func (c *Cluster) memberFlags(m *Member, initialCluster, state string) []string 
 		"--data-dir=" + m.DataDir,
 		"--listen-client-urls=" + m.ClientURL,
 		"--advertise-client-urls=" + m.ClientURL,
-		"--listen-peer-urls=" + m.PeerURL,
+		"--listen-peer-urls=" + m.listenPeerURL,
 		"--initial-advertise-peer-urls=" + m.PeerURL,
 		"--initial-cluster=" + initialCluster,
 		"--initial-cluster-state=" + state,
@@ -311,6 +337,9 @@ func (c *Cluster) reset() error {
 		if err := os.RemoveAll(m.DataDir); err != nil {
 			return fmt.Errorf("remove data dir of %s: %w", m.Name, err)
 		}
+		if m.proxy != nil {
+			m.proxy.close()
+		}
 	}
 	c.mu.Lock()
 	c.members = nil
@@ -365,6 +394,9 @@ func (c *Cluster) cleanup(t testing.TB) {
 			t.Errorf("etcdtest cleanup: %v", err)
 		}
 	}
+	for _, p := range c.peerProxies() {
+		p.close()
+	}
 }
 
 func (c *Cluster) isClosed() bool {
@@ -411,7 +443,13 @@ func (c *Cluster) endpointsExcept(except *Member) []string {
 // with the client cert when the cluster has TLS, closed when t ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	eps := c.Endpoints()
+	return c.ClientExcept(t, nil)
+}
+
+// ClientExcept is Client without except: the side of a partition that has the quorum, say.
+func (c *Cluster) ClientExcept(t testing.TB, except *Member) *clientv3.Client {
+	t.Helper()
+	eps := c.endpointsExcept(except)
 	if len(eps) == 0 {
 		t.Fatal("etcdtest: no running member to connect to")
 	}

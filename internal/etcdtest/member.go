@@ -39,7 +39,8 @@ type Member struct {
 	// LogPath is where the process's stdout and stderr (etcd's zap log) go, appended across
 	// restarts; the harness marks each start and exit with an "etcdtest:" line.
 	LogPath string
-	// ClientURL and PeerURL are http://127.0.0.1:<port>, https with ClusterSpec.TLS.
+	// ClientURL and PeerURL are http://127.0.0.1:<port>, https with ClusterSpec.TLS. PeerURL is
+	// the advertised one, in the member list: with ClusterSpec.PeerProxies, the proxy's.
 	ClientURL string
 	PeerURL   string
 	// Version is the harness version (V3_5_19, Linked, ...) the member runs, or ran last.
@@ -52,6 +53,10 @@ type Member struct {
 	// learner is set while the harness added the member as a learner and has not promoted it:
 	// learners refuse almost every RPC, so cluster clients leave them out.
 	learner atomic.Bool
+	// listenPeerURL is the member's --listen-peer-urls: PeerURL, or the address behind its proxy.
+	listenPeerURL string
+	proxy         *peerProxy  // nil without ClusterSpec.PeerProxies
+	isolated      atomic.Bool // Isolate cut the member off its peers
 
 	mu   sync.Mutex
 	proc *process

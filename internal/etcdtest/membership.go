@@ -62,7 +62,10 @@ func (c *Cluster) AddMember(t testing.TB, name string, opts AddOptions) *Member 
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := c.newMember(name, version, ports[0], ports[1])
+	m, err := c.newMember(name, version, ports[0], ports[1])
+	if err != nil {
+		t.Fatal(err)
+	}
 	if opts.DataDir != "" {
 		m.DataDir = opts.DataDir
 	}
