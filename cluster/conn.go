@@ -144,3 +144,6 @@ func (c Conn) Client() (*clientv3.Client, error) {
 	}
 	return clientv3.New(clientv3.Config{Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, TLS: tlsCfg, Username: c.User, Password: c.Password, Logger: zap.NewNop()})
 }
+
+// ClientFor returns a client of one endpoint only.
+func (c Conn) ClientFor(endpoint string) (*clientv3.Client, error) { return c.clientFor(endpoint) }

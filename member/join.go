@@ -144,6 +144,11 @@ func (j *Joiner) waitServing(ctx context.Context, clientURLs []string) error {
 	}
 }
 
+// PromoteWhenReady promotes a learner once etcd accepts it (see promoteWhenReady).
+func (j *Joiner) PromoteWhenReady(ctx context.Context, id uint64) error {
+	return j.promoteWhenReady(ctx, id)
+}
+
 // promoteWhenReady retries the promotion (etcd refuses it until the learner is in sync),
 // writing a harmless key between tries.
 func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 
+	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/scan"
 )
 
@@ -14,6 +15,7 @@ type printer interface {
 	Doctor(w io.Writer, r doctorResult) error
 	Guard(w io.Writer, r guardResult) error
 	Scan(w io.Writer, r *scan.Result) error
+	MemberChange(w io.Writer, r *member.Replaced) error
 }
 
 func printerFor(format string) (printer, error) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 
+	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/scan"
 )
 
@@ -27,3 +28,5 @@ func (jsonPrinter) Doctor(w io.Writer, r doctorResult) error { return writeJSON(
 func (jsonPrinter) Guard(w io.Writer, r guardResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Scan(w io.Writer, r *scan.Result) error { return writeJSON(w, r) }
+
+func (jsonPrinter) MemberChange(w io.Writer, r *member.Replaced) error { return writeJSON(w, r) }

@@ -65,6 +65,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newDoctorCommand(opts),
 		newGuardCommand(opts),
 		newScanCommand(opts),
+		newMemberCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/member"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// memberOptions are shared by the member subcommands.
+type memberOptions struct {
+	connFlags
+	spec      member.JoinSpec
+	start     bool
+	etcdCmd   string
+	backupDir string
+	dryRun    bool
+	catchUp   time.Duration
+}
+
+func newMemberCommand(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "member",
+		Short: "Membership changes with guards: replace, add (as a learner), promote, remove",
+	}
+	cmd.AddCommand(newMemberReplaceCommand(opts), newMemberAddCommand(opts), newMemberPromoteCommand(opts), newMemberRemoveCommand(opts))
+	return cmd
+}
+
+func (o *memberOptions) registerJoin(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.spec.Name, "name", "", "the new member's name")
+	f.StringSliceVar(&o.spec.PeerURLs, "peer-urls", nil, "the new member's peer URLs")
+	f.StringSliceVar(&o.spec.ClientURLs, "client-urls", nil, "the new member's client URLs (to start it)")
+	f.StringVar(&o.spec.DataDir, "data-dir", "", "the new member's data dir (guarded: any data in it is quarantined)")
+	f.BoolVar(&o.start, "start", false, "start the new member as a local process (else the steps to start it are printed)")
+	f.StringVar(&o.etcdCmd, "etcd-command", "", "with --start: how to run etcd (default: the etcd linked into etcdmedic)")
+	f.StringArrayVar(&o.spec.ExtraFlags, "etcd-flag", nil, "with --start: an extra etcd flag (repeatable)")
+	f.DurationVar(&o.catchUp, "catch-up-timeout", 2*time.Minute, "how long the new member may take to catch up before promotion")
+}
+
+func (o *memberOptions) joiner(cmd *cobra.Command) (*member.Joiner, func(), error) {
+	if err := o.resolve(cmd.Flags()); err != nil {
+		return nil, nil, err
+	}
+	cli, err := o.conn.Client()
+	if err != nil {
+		return nil, nil, failf("", "connect to the cluster: %v", err)
+	}
+	j := &member.Joiner{Client: cli, Out: cmd.ErrOrStderr(), CatchUp: o.catchUp}
+	if o.start {
+		if o.spec.DataDir == "" || len(o.spec.ClientURLs) == 0 {
+			cli.Close()
+			return nil, nil, failf("", "--start needs --data-dir and --client-urls")
+		}
+		command, err := etcdCommand(o.etcdCmd)
+		if err != nil {
+			cli.Close()
+			return nil, nil, err
+		}
+		j.Runtime = local.Runtime{Command: command}
+	}
+	return j, func() { cli.Close() }, nil
+}
+
+func (o *memberOptions) needJoinSpec() error {
+	if o.spec.Name == "" || len(o.spec.PeerURLs) == 0 {
+		return failf("e.g. --name m4 --peer-urls http://10.0.0.4:2380", "--name and --peer-urls are required")
+	}
+	return nil
+}
+
+func refusedOrFailed(err error) error {
+	if errors.Is(err, member.ErrRefused) {
+		return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
+	}
+	return failf("run the same command again: finished steps are recognized and skipped", "%v", err)
+}
+
+func newMemberReplaceCommand(opts *globalOptions) *cobra.Command {
+	o := &memberOptions{}
+	cmd := &cobra.Command{
+		Use:   "replace OLD --name NEW --peer-urls URLS [--client-urls URLS --data-dir DIR --start] --backup-dir DIR",
+		Short: "Replace a failed member: snapshot, remove it, add the new one as a learner, start, promote, verify",
+		Long: `Replaces the member OLD (a name or hex ID) the safe way. Refused, changing nothing, when the
+cluster has no quorum, when another learner is pending, or when removing OLD would leave fewer
+voters up than a quorum. Otherwise, printing each step before it runs: a sha256-checksummed
+snapshot of the cluster into --backup-dir (read back to verify), member remove OLD, guard the new
+data dir (any data in it is quarantined, never deleted), member add NEW as a learner, start it
+(--start: a local process; otherwise the exact flags are printed), wait until it has caught up,
+promote it, and verify with doctor. --dry-run prints the plan only. Run again after an
+interruption: finished steps are recognized.
+
+Exit codes: 0 replaced, 2 refused (nothing changed), 3 failed part way (run again).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.needJoinSpec(); err != nil {
+				return err
+			}
+			if o.backupDir == "" && !o.dryRun {
+				return failf("a snapshot is taken before anything changes: say where, e.g. --backup-dir /var/backups/etcd", "--backup-dir is required")
+			}
+			j, closeFn, err := o.joiner(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			r := &member.Replacer{Conn: o.conn, Client: j.Client, Joiner: j, Out: cmd.ErrOrStderr(), BackupDir: o.backupDir, DryRun: o.dryRun}
+			res, err := r.Replace(cmd.Context(), args[0], o.spec)
+			if res != nil {
+				p, _ := printerFor(opts.writeOut)
+				if perr := p.MemberChange(cmd.OutOrStdout(), res); perr != nil {
+					return perr
+				}
+			}
+			if err != nil {
+				return refusedOrFailed(err)
+			}
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
+	o.registerJoin(cmd)
+	cmd.Flags().StringVar(&o.backupDir, "backup-dir", "", "where the snapshot taken before the change goes")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the plan and change nothing")
+	return cmd
+}
+
+func newMemberAddCommand(opts *globalOptions) *cobra.Command {
+	o := &memberOptions{}
+	cmd := &cobra.Command{
+		Use:   "add --name NAME --peer-urls URLS [--client-urls URLS --data-dir DIR --start]",
+		Short: "Add a member as a learner (refused without quorum or while another learner is pending); with --start, start and promote it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.needJoinSpec(); err != nil {
+				return err
+			}
+			j, closeFn, err := o.joiner(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := checkChangeAllowed(cmd.Context(), o.conn, o.spec.PeerURLs); err != nil {
+				return refusedOrFailed(err)
+			}
+			if o.spec.DataDir != "" {
+				r := &member.Replacer{Conn: o.conn, Out: cmd.ErrOrStderr()}
+				if _, err := r.GuardDataDir(cmd.Context(), o.spec); err != nil {
+					return refusedOrFailed(err)
+				}
+			}
+			res, err := j.Join(cmd.Context(), o.spec)
+			if res != nil {
+				p, _ := printerFor(opts.writeOut)
+				p.MemberChange(cmd.OutOrStdout(), &member.Replaced{Plan: res.Steps, Joined: res})
+			}
+			if err != nil {
+				return refusedOrFailed(err)
+			}
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
+	o.registerJoin(cmd)
+	return cmd
+}
+
+// checkChangeAllowed refuses membership changes that cannot be safe right now.
+func checkChangeAllowed(ctx context.Context, conn cluster.Conn, joining []string) error {
+	v := cluster.Diagnose(ctx, conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	return member.CheckChange(v, joining)
+}
+
+func newMemberPromoteCommand(opts *globalOptions) *cobra.Command {
+	o := &memberOptions{}
+	cmd := &cobra.Command{
+		Use:   "promote NAME|ID",
+		Short: "Promote a learner once it has caught up (waits, writing a harmless key so it cannot stall)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			j, closeFn, err := o.joiner(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			v := cluster.Diagnose(cmd.Context(), o.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+			m := member.Find(v, args[0])
+			if m == nil || !m.IsLearner {
+				return &cliError{code: exitCritical, err: fmt.Errorf("%s is not a learner of this cluster", args[0]), hint: "etcdmedic doctor lists the members"}
+			}
+			id, _ := datadir.ParseID(m.ID)
+			if err := j.PromoteWhenReady(cmd.Context(), uint64(id)); err != nil {
+				return refusedOrFailed(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s)\n", m.Name, m.ID)
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
+	cmd.Flags().DurationVar(&o.catchUp, "catch-up-timeout", 2*time.Minute, "how long to wait for the learner to catch up")
+	return cmd
+}
+
+func newMemberRemoveCommand(opts *globalOptions) *cobra.Command {
+	o := &memberOptions{}
+	cmd := &cobra.Command{
+		Use:   "remove NAME|ID",
+		Short: "Remove a member, refused when it would leave fewer voters up than a quorum",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.resolve(cmd.Flags()); err != nil {
+				return err
+			}
+			v := cluster.Diagnose(cmd.Context(), o.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+			m, err := member.CheckRemove(v, args[0])
+			if err != nil {
+				return refusedOrFailed(err)
+			}
+			if o.dryRun {
+				fmt.Fprintf(cmd.OutOrStdout(), "would run: etcdctl member remove %s\n", m.ID)
+				return nil
+			}
+			cli, err := o.conn.Client()
+			if err != nil {
+				return failf("", "connect to the cluster: %v", err)
+			}
+			defer cli.Close()
+			if err := member.Remove(cmd.Context(), cli, m.ID); err != nil {
+				return refusedOrFailed(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %s (%s); its data dir is untouched: quarantine it before reusing the volume (etcdmedic guard --fix)\n", m.Name, m.ID)
+			return nil
+		},
+	}
+	o.register(cmd.Flags())
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "check and print, change nothing")
+	return cmd
+}

@@ -1,0 +1,359 @@
+package member
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/finding"
+	"github.com/etcdmedic/etcdmedic/guard"
+)
+
+// Replacer replaces a failed member: checks, a checksummed snapshot, remove, guard the new data
+// dir, join as a learner, promote, verify.
+type Replacer struct {
+	Conn      cluster.Conn
+	Client    *clientv3.Client
+	Joiner    *Joiner
+	Out       io.Writer
+	BackupDir string
+	DryRun    bool
+	Now       func() time.Time
+}
+
+// Replaced says what Replace did.
+type Replaced struct {
+	Plan        []string           `json:"plan"`
+	Backup      *Backup            `json:"backup,omitempty"`
+	RemovedID   string             `json:"removedID,omitempty"`
+	Quarantined *guard.Quarantined `json:"quarantined,omitempty"`
+	Joined      *Joined            `json:"joined,omitempty"`
+	Findings    []finding.Finding  `json:"findingsAfter"`
+}
+
+// Backup is a snapshot of the cluster's data taken before a membership change.
+type Backup struct {
+	Path     string `json:"path"`
+	Bytes    int64  `json:"bytes"`
+	SHA256   string `json:"sha256"`
+	Revision int64  `json:"revision"`
+	From     string `json:"from"`
+}
+
+// ErrRefused marks a change that the guards refuse: nothing was changed.
+var ErrRefused = errors.New("refused")
+
+// Replace replaces the member named (or with hex ID) old by spec.
+func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Replaced, error) {
+	out := &Replaced{Findings: []finding.Finding{}}
+	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	target := findMember(v, old)
+	pending := pendingLearners(v, spec.PeerURLs)
+	switch {
+	case len(v.Members) == 0:
+		return nil, fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
+	case v.Quorum.Lost():
+		return nil, fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
+	case len(pending) > 0:
+		return nil, fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(pending, ", "))
+	}
+	if target == nil && findByURLs(v, spec.PeerURLs) == nil {
+		return nil, fmt.Errorf("%w: no member %q in the cluster (members: %s)", ErrRefused, old, memberNames(v))
+	}
+	if target != nil {
+		if err := quorumAfterRemoval(v, *target); err != nil {
+			return nil, err
+		}
+	}
+	plan := []string{fmt.Sprintf("snapshot the cluster into %s (sha256 checksummed) and verify it", r.BackupDir)}
+	if target != nil {
+		plan = append(plan, fmt.Sprintf("etcdctl member remove %s   # %s, %s", target.ID, label(*target), upOrDown(*target)))
+	}
+	plan = append(plan,
+		fmt.Sprintf("guard %s: quarantine any data in it (moved aside, never deleted)", spec.DataDir),
+		fmt.Sprintf("etcdctl member add %s --learner --peer-urls=%s", spec.Name, strings.Join(spec.PeerURLs, ",")),
+		fmt.Sprintf("start %s with --initial-cluster-state=existing, wait until it has caught up, etcdctl member promote", spec.Name),
+		"verify with etcdmedic doctor: quorum, leader, no critical finding")
+	out.Plan = plan
+	for i, p := range plan {
+		r.say("step %d/%d: %s", i+1, len(plan), p)
+	}
+	if r.DryRun {
+		return out, nil
+	}
+
+	r.say("taking the snapshot")
+	backup, err := r.snapshot(ctx, v)
+	if err != nil {
+		return out, fmt.Errorf("snapshot before the change (nothing was changed): %w", err)
+	}
+	out.Backup = backup
+	if target != nil {
+		r.say("removing %s", label(*target))
+		id, _ := datadir.ParseID(target.ID)
+		_, err := retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
+			return r.Client.MemberRemove(ctx, uint64(id))
+		})
+		if err != nil && !strings.Contains(err.Error(), "member not found") {
+			return out, fmt.Errorf("member remove: %w", err)
+		}
+		out.RemovedID = target.ID
+	}
+	q, err := r.guardDataDir(ctx, spec)
+	if err != nil {
+		return out, err
+	}
+	out.Quarantined = q
+	joined, err := r.Joiner.Join(ctx, spec)
+	out.Joined = joined
+	if err != nil {
+		return out, err
+	}
+	r.say("verifying with doctor")
+	out.Findings = r.verify(ctx)
+	if worst := finding.Worst(out.Findings); worst == finding.Critical {
+		return out, fmt.Errorf("the cluster still has critical findings 30 s after the replacement: %s", findingIDs(out.Findings))
+	}
+	return out, nil
+}
+
+// verify waits (up to 30 s: a promoted member takes a moment to show as a voter everywhere)
+// until doctor finds nothing critical, and returns the last findings.
+func (r *Replacer) verify(ctx context.Context) []finding.Finding {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+		fs := finding.ForCluster(v, finding.DefaultClusterRules())
+		if fs == nil {
+			fs = []finding.Finding{}
+		}
+		if finding.Worst(fs) != finding.Critical || time.Now().After(deadline) || ctx.Err() != nil {
+			return fs
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func findingIDs(fs []finding.Finding) string {
+	var ids []string
+	for _, f := range fs {
+		ids = append(ids, f.ID+" ("+f.Subject+")")
+	}
+	return strings.Join(ids, ", ")
+}
+
+func (r *Replacer) say(format string, a ...any) {
+	if r.Out != nil {
+		fmt.Fprintf(r.Out, "==> "+format+"\n", a...)
+	}
+}
+
+// snapshot saves the leader's (or any voter's) db with its checksum, then reads it back.
+func (r *Replacer) snapshot(ctx context.Context, v *cluster.View) (*Backup, error) {
+	from := ""
+	if m := v.MemberByID(v.Leader()); m != nil && m.Up() {
+		from = m.Probe.Endpoint
+	}
+	for _, m := range v.Members {
+		if from == "" && m.Up() && !m.IsLearner {
+			from = m.Probe.Endpoint
+		}
+	}
+	if err := os.MkdirAll(r.BackupDir, 0o700); err != nil {
+		return nil, err
+	}
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	path := filepath.Join(r.BackupDir, fmt.Sprintf("%s-cluster-%s.snapshot.db", now().UTC().Format("20060102T150405Z"), v.ClusterID))
+	cli, err := r.Conn.ClientFor(from)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	tmp := path + ".partial"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), rc)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	rep, err := datadir.Inspect(path, datadir.Options{})
+	if err != nil || rep.Backend == nil {
+		return nil, fmt.Errorf("the snapshot %s does not read back: %v", path, err)
+	}
+	return &Backup{Path: path, Bytes: n, SHA256: sum, Revision: rep.Backend.Revision, From: from}, nil
+}
+
+// guardDataDir makes sure the new member starts on an empty data dir, quarantining anything
+// found there.
+func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quarantined, error) {
+	if _, err := os.Stat(spec.DataDir); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("inspect the new member's data dir: %w", err)
+	}
+	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name, PeerURLs: spec.PeerURLs})
+	if verdict.Class == guard.Empty {
+		return nil, nil
+	}
+	if verdict.Class == guard.Unknown {
+		return nil, fmt.Errorf("cannot judge the new member's data dir: %s", verdict.Reason)
+	}
+	r.say("%s holds %s data: quarantining it", spec.DataDir, verdict.Class)
+	return guard.Quarantine(spec.DataDir, rep, verdict, time.Now())
+}
+
+func findMember(v *cluster.View, nameOrID string) *cluster.MemberView {
+	for i, m := range v.Members {
+		if m.Name == nameOrID || m.ID == nameOrID {
+			return &v.Members[i]
+		}
+	}
+	return nil
+}
+
+func findByURLs(v *cluster.View, urls []string) *cluster.MemberView {
+	for i, m := range v.Members {
+		for _, u := range m.PeerURLs {
+			for _, w := range urls {
+				if u == w {
+					return &v.Members[i]
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// pendingLearners are learners other than the member being joined (a rerun finds its own).
+func pendingLearners(v *cluster.View, joiningURLs []string) []string {
+	var out []string
+	self := findByURLs(v, joiningURLs)
+	for _, m := range v.Members {
+		if m.IsLearner && (self == nil || self.ID != m.ID) {
+			out = append(out, label(m))
+		}
+	}
+	return out
+}
+
+// quorumAfterRemoval refuses a removal that would leave fewer voters up than a quorum.
+func quorumAfterRemoval(v *cluster.View, m cluster.MemberView) error {
+	if m.IsLearner {
+		return nil
+	}
+	voters, up := v.Quorum.Voters-1, v.Quorum.VotersUp
+	if m.Up() {
+		up--
+	}
+	if needed := voters/2 + 1; up < needed {
+		return fmt.Errorf("%w: removing %s (%s) would leave %d of %d voters up, %d are needed: bring a down member back first", ErrRefused, label(m), upOrDown(m), up, voters, needed)
+	}
+	return nil
+}
+
+func label(m cluster.MemberView) string {
+	if m.Name == "" {
+		return m.ID
+	}
+	return m.Name + " (" + m.ID + ")"
+}
+
+func upOrDown(m cluster.MemberView) string {
+	if m.Up() {
+		return "up"
+	}
+	return "down"
+}
+
+func memberNames(v *cluster.View) string {
+	var names []string
+	for _, m := range v.Members {
+		names = append(names, label(m))
+	}
+	return strings.Join(names, ", ")
+}
+
+// GuardDataDir quarantines whatever a new member's data dir holds (exported for member add).
+func (r *Replacer) GuardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quarantined, error) {
+	return r.guardDataDir(ctx, spec)
+}
+
+// Find returns the member with that name or hex ID.
+func Find(v *cluster.View, nameOrID string) *cluster.MemberView { return findMember(v, nameOrID) }
+
+// CheckChange refuses a membership change without quorum or with another learner pending.
+func CheckChange(v *cluster.View, joining []string) error {
+	switch {
+	case len(v.Members) == 0:
+		return fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
+	case v.Quorum.Lost():
+		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): recover quorum first", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
+	}
+	if p := pendingLearners(v, joining); len(p) > 0 {
+		return fmt.Errorf("%w: learner %s is still pending: promote or remove it first", ErrRefused, strings.Join(p, ", "))
+	}
+	return nil
+}
+
+// CheckRemove finds the member and refuses a removal that would lose quorum.
+func CheckRemove(v *cluster.View, nameOrID string) (*cluster.MemberView, error) {
+	if err := CheckChange(v, nil); err != nil && !strings.Contains(err.Error(), "learner") {
+		return nil, err
+	}
+	m := findMember(v, nameOrID)
+	if m == nil {
+		return nil, fmt.Errorf("%w: no member %q (members: %s)", ErrRefused, nameOrID, memberNames(v))
+	}
+	return m, quorumAfterRemoval(v, *m)
+}
+
+// Remove removes a member by hex ID, retrying etcd's "unhealthy cluster" refusals.
+func Remove(ctx context.Context, cli *clientv3.Client, hexID string) error {
+	id, err := datadir.ParseID(hexID)
+	if err != nil {
+		return err
+	}
+	_, err = retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
+		return cli.MemberRemove(ctx, uint64(id))
+	})
+	return err
+}
