@@ -1,40 +1,28 @@
 package guard
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
 // Manifest records what a quarantine holds, with checksums, so that anyone can prove later
 // that nothing was lost.
 type Manifest struct {
-	Source    string    `json:"source"`
-	CreatedAt time.Time `json:"createdAt"`
-	Class     Class     `json:"class"`
-	Reason    string    `json:"reason"`
-	Files     []FileSum `json:"files"`
-	Bytes     int64     `json:"bytes"`
-}
-
-// FileSum is one quarantined file.
-type FileSum struct {
-	Path   string      `json:"path"` // relative to the data dir
-	Size   int64       `json:"size"`
-	Mode   fs.FileMode `json:"mode"`
-	SHA256 string      `json:"sha256"`
+	Source    string           `json:"source"`
+	CreatedAt time.Time        `json:"createdAt"`
+	Class     Class            `json:"class"`
+	Reason    string           `json:"reason"`
+	Files     []backup.FileSum `json:"files"`
+	Bytes     int64            `json:"bytes"`
 }
 
 // Quarantined says where a data dir's contents went.
@@ -68,16 +56,16 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	}
 	manifestPath := filepath.Join(partial, "manifest.json")
 	var m Manifest
-	if err := readJSON(manifestPath, &m); errors.Is(err, fs.ErrNotExist) {
+	if err := backup.ReadJSON(manifestPath, &m); errors.Is(err, fs.ErrNotExist) {
 		// Nothing has moved yet: checksum everything where it is.
 		m = Manifest{Source: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason}
-		if m.Files, m.Bytes, err = checksumTree(dataDir, true); err != nil {
+		if m.Files, m.Bytes, err = backup.Checksum(dataDir, datadir.Ignorable); err != nil {
 			return nil, err
 		}
-		if err := writeJSONAtomic(manifestPath, m); err != nil {
+		if err := backup.WriteJSONAtomic(manifestPath, m); err != nil {
 			return nil, err
 		}
-		if err := writeJSONAtomic(filepath.Join(partial, "report.json"), report); err != nil {
+		if err := backup.WriteJSONAtomic(filepath.Join(partial, "report.json"), report); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -99,20 +87,20 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 			return nil, fmt.Errorf("move %s into quarantine: %w", e.Name(), err)
 		}
 	}
-	if err := syncDir(data); err != nil {
+	if err := backup.SyncDir(data); err != nil {
 		return nil, err
 	}
-	if err := syncDir(dataDir); err != nil {
+	if err := backup.SyncDir(dataDir); err != nil {
 		return nil, err
 	}
-	if err := verifyAgainst(data, m); err != nil {
+	if err := backup.Verify(data, m.Files); err != nil {
 		return nil, fmt.Errorf("quarantine %s does not match its manifest (nothing was deleted; the data is in %s): %w", partial, data, err)
 	}
 	final := strings.TrimSuffix(partial, partialSuffix)
 	if err := os.Rename(partial, final); err != nil {
 		return nil, err
 	}
-	if err := syncDir(base); err != nil {
+	if err := backup.SyncDir(base); err != nil {
 		return nil, err
 	}
 	return &Quarantined{Dir: final, Files: len(m.Files), Bytes: m.Bytes}, nil
@@ -158,119 +146,8 @@ func findPartial(base string) (string, error) {
 // Verify checks a finished quarantine folder against its manifest.
 func Verify(dir string) error {
 	var m Manifest
-	if err := readJSON(filepath.Join(dir, "manifest.json"), &m); err != nil {
+	if err := backup.ReadJSON(filepath.Join(dir, "manifest.json"), &m); err != nil {
 		return err
 	}
-	return verifyAgainst(filepath.Join(dir, "data"), m)
-}
-
-func verifyAgainst(data string, m Manifest) error {
-	got, _, err := checksumTree(data, false)
-	if err != nil {
-		return err
-	}
-	have := map[string]FileSum{}
-	for _, f := range got {
-		have[f.Path] = f
-	}
-	for _, want := range m.Files {
-		g, ok := have[want.Path]
-		if !ok {
-			return fmt.Errorf("%s is missing", want.Path)
-		}
-		if g.Size != want.Size || g.SHA256 != want.SHA256 {
-			return fmt.Errorf("%s differs: %d bytes sha256 %s, manifest says %d bytes sha256 %s", want.Path, g.Size, g.SHA256, want.Size, want.SHA256)
-		}
-	}
-	return nil
-}
-
-// checksumTree lists every regular file under root with its size and sha256.
-func checksumTree(root string, skipIgnorable bool) ([]FileSum, int64, error) {
-	var out []FileSum
-	var total int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if skipIgnorable && d.IsDir() && datadir.Ignorable[rel] {
-			return filepath.SkipDir
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		sum, err := fileSHA256(p)
-		if err != nil {
-			return err
-		}
-		out = append(out, FileSum{Path: rel, Size: info.Size(), Mode: info.Mode(), SHA256: sum})
-		total += info.Size()
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, total, err
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("checksum %s: %w", p, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func readJSON(path string, v any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, v)
-}
-
-// writeJSONAtomic writes through a temporary file, fsync and rename: a crash leaves the old
-// file or the new one, never half of one.
-func writeJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return backup.Verify(filepath.Join(dir, "data"), m.Files)
 }

@@ -1,0 +1,176 @@
+// Package backup copies and checksums what etcdmedic is about to touch, so that every
+// destructive step can be proven to have lost nothing.
+package backup
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// FileSum is one file of a checksummed tree.
+type FileSum struct {
+	Path   string      `json:"path"` // relative to the tree's root
+	Size   int64       `json:"size"`
+	Mode   fs.FileMode `json:"mode"`
+	SHA256 string      `json:"sha256"`
+}
+
+// Checksum lists every regular file under root with its size and sha256, skipping the
+// top-level entries skip names.
+func Checksum(root string, skip map[string]bool) ([]FileSum, int64, error) {
+	var out []FileSum
+	var total int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if skip[rel] {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		sum, err := fileSHA256(p)
+		if err != nil {
+			return err
+		}
+		out = append(out, FileSum{Path: rel, Size: info.Size(), Mode: info.Mode(), SHA256: sum})
+		total += info.Size()
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, total, err
+}
+
+// Verify checks that every file of want is under root with the same size and checksum.
+func Verify(root string, want []FileSum) error {
+	got, _, err := Checksum(root, nil)
+	if err != nil {
+		return err
+	}
+	have := map[string]FileSum{}
+	for _, f := range got {
+		have[f.Path] = f
+	}
+	for _, w := range want {
+		g, ok := have[w.Path]
+		if !ok {
+			return fmt.Errorf("%s is missing", w.Path)
+		}
+		if g.Size != w.Size || g.SHA256 != w.SHA256 {
+			return fmt.Errorf("%s differs: %d bytes sha256 %s, manifest says %d bytes sha256 %s", w.Path, g.Size, g.SHA256, w.Size, w.SHA256)
+		}
+	}
+	return nil
+}
+
+// CopyTree copies the regular files of src (as listed in files) into dst, fsyncing each.
+func CopyTree(src, dst string, files []FileSum) error {
+	for _, f := range files {
+		target := filepath.Join(dst, f.Path)
+		if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+			return err
+		}
+		if err := copyFile(filepath.Join(src, f.Path), target, f.Mode.Perm()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode|0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("checksum %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ReadJSON reads a JSON file.
+func ReadJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// WriteJSONAtomic writes through a temporary file, fsync and rename: a crash leaves the old
+// file or the new one, never half of one.
+func WriteJSONAtomic(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// SyncDir fsyncs a directory, so that renames and creations in it survive a crash.
+func SyncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
