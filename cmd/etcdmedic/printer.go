@@ -16,6 +16,8 @@ type printer interface {
 	Guard(w io.Writer, r guardResult) error
 	Scan(w io.Writer, r *scan.Result) error
 	MemberChange(w io.Writer, r *member.Replaced) error
+	RecoverPlan(w io.Writer, r recoverPlanResult) error
+	RecoverApply(w io.Writer, r recoverApplyResult) error
 }
 
 func printerFor(format string) (printer, error) {

@@ -30,3 +30,7 @@ func (jsonPrinter) Guard(w io.Writer, r guardResult) error { return writeJSON(w,
 func (jsonPrinter) Scan(w io.Writer, r *scan.Result) error { return writeJSON(w, r) }
 
 func (jsonPrinter) MemberChange(w io.Writer, r *member.Replaced) error { return writeJSON(w, r) }
+
+func (jsonPrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) RecoverApply(w io.Writer, r recoverApplyResult) error { return writeJSON(w, r) }

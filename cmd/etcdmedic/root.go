@@ -66,6 +66,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newGuardCommand(opts),
 		newScanCommand(opts),
 		newMemberCommand(opts),
+		newRecoverCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

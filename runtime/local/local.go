@@ -30,8 +30,8 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	if len(r.Command) == 0 {
 		return errors.New("local runtime: no etcd command")
 	}
-	if pid, err := readPID(m.DataDir); err == nil && alive(pid) {
-		return fmt.Errorf("member %s already runs (pid %d)", m.Name, pid)
+	if pid, _, ok := FindProcess(m.DataDir); ok {
+		return fmt.Errorf("member %s already runs on %s (pid %d)", m.Name, m.DataDir, pid)
 	}
 	log, err := os.OpenFile(LogFile(m.DataDir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -52,9 +52,9 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 
 // Stop sends SIGTERM, waits up to Grace, then SIGKILL.
 func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
-	pid, err := readPID(m.DataDir)
-	if err != nil {
-		return nil // never started here
+	pid, _, ok := FindProcess(m.DataDir)
+	if !ok {
+		return nil // not running
 	}
 	grace := r.Grace
 	if grace == 0 {
@@ -71,6 +71,9 @@ func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
 	}
 	if alive(pid) {
 		syscall.Kill(pid, syscall.SIGKILL)
+		for i := 0; i < 100 && alive(pid); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
+	p := r.Plan
+	a := p.Assessment
+	fmt.Fprintf(w, "CLUSTER %s: quorum %s\n\nCANDIDATES (the survivor keeps its history; the others lose what it lacks)\n", p.ClusterID, a.Quorum)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tMEMBER ID\tCOMMIT\tAPPLIED\tTERM\tLAST INDEX\tREVISION\tSOURCE\tCHOICE")
+	for _, c := range a.Candidates {
+		choice := ""
+		switch {
+		case c.Name == p.Survivor:
+			choice = "SURVIVOR"
+		case c.Rejected != "":
+			choice = "rejected: " + c.Rejected
+		case c.AheadIndex > 0 || c.AheadRevision > 0:
+			choice = fmt.Sprintf("LOSES %d entries, %d revisions it has beyond the survivor", c.AheadIndex, c.AheadRevision)
+		default:
+			choice = fmt.Sprintf("rejoins fresh; it is %d entries, %d revisions behind (nothing lost)", c.IndexGap, c.RevisionGap)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", c.Name, orDash(c.MemberID), c.Commit, c.ConsistentIndex, c.Term, c.LastIndex, c.Revision, c.Source, choice)
+	}
+	tw.Flush()
+	for _, warn := range a.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+	fmt.Fprintf(w, "\nPLAN (%s/plan.json; apply with: etcdmedic recover apply %s --yes)\n", r.PlanDir, r.PlanDir)
+	for i, s := range p.Steps {
+		fmt.Fprintf(w, "%2d. %s\n", i+1, s.Title)
+	}
+	return nil
+}
+
+func (tablePrinter) RecoverApply(w io.Writer, r recoverApplyResult) error {
+	rep := r.Report
+	fmt.Fprintln(w, "STEP TIMINGS")
+	for _, t := range rep.Timings {
+		if t.Skipped {
+			fmt.Fprintf(w, "  %-24s done in an earlier run\n", t.Step)
+		} else {
+			fmt.Fprintf(w, "  %-24s %s\n", t.Step, t.Duration.Round(10_000_000))
+		}
+	}
+	fmt.Fprintf(w, "TOOK         %s\nBACKUPS      %s\n", rep.Took.Round(10_000_000), rep.BackupDir)
+	for _, q := range rep.Quarantines {
+		fmt.Fprintf(w, "QUARANTINED  %s\n", q)
+	}
+	if rep.Revision > 0 {
+		fmt.Fprintf(w, "REVISION     %d; hashes %v\n", rep.Revision, rep.Hashes)
+	}
+	if len(rep.Findings) > 0 {
+		printFindings(w, rep.Findings)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdmedic/etcdmedic/recovery"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// recoverPlanResult is what `recover plan` prints.
+type recoverPlanResult struct {
+	PlanDir string         `json:"planDir"`
+	Plan    *recovery.Plan `json:"plan"`
+}
+
+// recoverApplyResult is what `recover apply` prints.
+type recoverApplyResult struct {
+	PlanDir string           `json:"planDir"`
+	Report  *recovery.Report `json:"report"`
+}
+
+func newRecoverCommand(opts *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "recover",
+		Short: "Rebuild a cluster that lost quorum from its best member, losing nothing it had (plan, then apply)",
+		Long: `Incident 2's repair, planned and journaled:
+
+  etcdmedic recover plan --data-dir m1=/var/lib/etcd ... --backup-dir /backups --plan-dir /root/recovery
+  etcdmedic recover apply /root/recovery --yes
+
+plan reads every member's data dir (and the live status of members still running without
+quorum), confirms quorum is lost, and chooses the survivor: the most committed history
+(max of HardState.commit and the backend's consistent index), then term, then last index. It
+shows every candidate side by side with what choosing the survivor costs it. --survivor
+overrides, with a warning that states the loss.
+
+apply backs up every data dir (checksummed, verified), starts the survivor alone with
+--force-new-cluster, removes any leftover member, restarts it without the flag, then re-adds
+each other member as a learner on a quarantined (never deleted) data dir, promotes it once
+caught up, and verifies: every member up, a leader, equal hashes, no revision lost. Every step
+is journaled beside the plan: run apply again after an interruption and it resumes.`,
+	}
+	cmd.AddCommand(newRecoverPlanCommand(opts), newRecoverApplyCommand(opts))
+	return cmd
+}
+
+func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
+	var cf connFlags
+	var dataDirs []string
+	var backupDir, planDir, survivor, etcdCmd string
+	var etcdFlags []string
+	cmd := &cobra.Command{
+		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
+		Short: "Assess a cluster without quorum, choose the survivor, and write the recovery plan (changes nothing)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			members, err := parseDataDirs(dataDirs)
+			if err != nil {
+				return err
+			}
+			if planDir == "" {
+				return failf("", "--plan-dir is required: the plan and its journal are kept there")
+			}
+			if err := cf.resolve(cmd.Flags()); err != nil && cmd.Flags().Changed("endpoints") {
+				return err
+			}
+			conn := &cf.conn
+			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
+				conn = nil
+			}
+			a, err := recovery.Assess(cmd.Context(), conn, members, survivor)
+			if errors.Is(err, recovery.ErrNotNeeded) {
+				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
+			}
+			if err != nil {
+				return failf("", "%v", err)
+			}
+			var command []string
+			if etcdCmd != "" {
+				command = strings.Fields(etcdCmd)
+			}
+			p, err := recovery.NewPlan(a, backupDir, command, etcdFlags, time.Now())
+			if err != nil {
+				return failf("", "%v", err)
+			}
+			if err := p.Save(planDir); err != nil {
+				return failf("", "save the plan: %v", err)
+			}
+			pr, _ := printerFor(opts.writeOut)
+			return pr.RecoverPlan(cmd.OutOrStdout(), recoverPlanResult{PlanDir: planDir, Plan: p})
+		},
+	}
+	cf.register(cmd.Flags())
+	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a member's data dir as NAME=PATH (repeat for every member, the wiped ones too)")
+	cmd.Flags().StringVar(&backupDir, "backup-dir", "", "where apply copies every data dir before changing anything")
+	cmd.Flags().StringVar(&planDir, "plan-dir", "", "where the plan (plan.json) and its journal go")
+	cmd.Flags().StringVar(&survivor, "survivor", "", "rebuild from this member instead of the best one (its loss is stated)")
+	cmd.Flags().StringVar(&etcdCmd, "etcd-command", "", "how apply runs etcd, e.g. \"/usr/local/bin/etcd\" (default: the etcd linked into etcdmedic)")
+	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member starts with (repeatable), e.g. TLS files")
+	return cmd
+}
+
+func parseDataDirs(specs []string) ([]recovery.MemberInput, error) {
+	if len(specs) == 0 {
+		return nil, failf("e.g. --data-dir m1=/var/lib/etcd-m1 --data-dir m2=/mnt/m2/etcd ...", "give every member's data dir with --data-dir NAME=PATH")
+	}
+	seen := map[string]bool{}
+	var out []recovery.MemberInput
+	for _, s := range specs {
+		name, path, ok := strings.Cut(s, "=")
+		if !ok || name == "" || path == "" {
+			return nil, failf("", "--data-dir %q: want NAME=PATH", s)
+		}
+		if seen[name] {
+			return nil, failf("", "--data-dir: member %s given twice", name)
+		}
+		seen[name] = true
+		out = append(out, recovery.MemberInput{Name: name, DataDir: path})
+	}
+	return out, nil
+}
+
+func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
+	var yes bool
+	var timeout time.Duration
+	var cf connFlags
+	cmd := &cobra.Command{
+		Use:   "apply PLAN_DIR --yes",
+		Short: "Carry out (or resume) a recovery plan",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := recovery.LoadPlan(args[0])
+			if err != nil {
+				return failf("", "%v", err)
+			}
+			if !yes {
+				pr, _ := printerFor(opts.writeOut)
+				pr.RecoverPlan(cmd.OutOrStdout(), recoverPlanResult{PlanDir: args[0], Plan: p})
+				return failf("read the plan above, then run again with --yes", "apply changes the cluster: it needs --yes")
+			}
+			command := p.EtcdCommand
+			if len(command) == 0 {
+				if command, err = linkedEtcdCommandLine(); err != nil {
+					return err
+				}
+			}
+			if err := cf.resolve(cmd.Flags()); err != nil {
+				return err
+			}
+			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout}
+			rep, err := ap.Apply(cmd.Context())
+			if rep != nil {
+				pr, _ := printerFor(opts.writeOut)
+				if perr := pr.RecoverApply(cmd.OutOrStdout(), recoverApplyResult{PlanDir: args[0], Report: rep}); perr != nil {
+					return perr
+				}
+			}
+			if errors.Is(err, recovery.ErrStale) {
+				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
+			}
+			if err != nil {
+				return failf(fmt.Sprintf("run etcdmedic recover apply %s --yes again: done steps are skipped (journal: %s/journal.jsonl)", args[0], args[0]), "%v", err)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd.Flags())
+	cmd.Flags().BoolVar(&yes, "yes", false, "really change the cluster")
+	cmd.Flags().DurationVar(&timeout, "step-timeout", 2*time.Minute, "how long a member may take to serve, catch up, or verify")
+	return cmd
+}

@@ -1,0 +1,203 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/recovery"
+)
+
+// quorumLost reproduces incident 2 on a real 3-member cluster under write load: one member is
+// wiped, a second is lost. It returns the cluster and the acknowledged writes.
+func quorumLost(t *testing.T) (*etcdtest.Cluster, *etcdtest.Ledger) {
+	t.Helper()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	for _, m := range c.Members() {
+		killLocalMember(t, m.DataDir) // recovery restarts members as detached local processes
+	}
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 80})
+	time.Sleep(1500 * time.Millisecond)
+	m3 := c.Member("m3")
+	m3.Kill()
+	if err := os.RemoveAll(m3.DataDir); err != nil { // the operator wiped it (incident 2)
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Member("m2").Kill()
+	time.Sleep(300 * time.Millisecond)
+	ledger.Stop()
+	return c, ledger
+}
+
+func recoverPlanArgs(t *testing.T, c *etcdtest.Cluster, planDir, backups string) []string {
+	var eps []string
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL) // the dead ones too: recovery must cope
+	}
+	args := []string{"recover", "plan", "--plan-dir", planDir, "--backup-dir", backups, "--endpoints", strings.Join(eps, ","),
+		"--command-timeout", "2s", "--etcd-command", etcdmedicEtcd(t)}
+	for _, m := range c.Members() {
+		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
+	}
+	return args
+}
+
+// checkRecovered asserts the runbook's end state: three healthy voters, no acknowledged write
+// lost, every backup and quarantine matching its checksums.
+func checkRecovered(t *testing.T, c *etcdtest.Cluster, ledger *etcdtest.Ledger, planDir string) {
+	t.Helper()
+	// The harness no longer runs these members: recovery restarted them as its own processes.
+	var eps []string
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+	}
+	code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
+	if code != exitOK {
+		t.Fatalf("doctor after recovery: exit %d %s", code, d.ids())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	missing, err := etcdtest.MissingWrites(ctx, cli, ledger.Acked())
+	if err != nil || len(missing) != 0 || len(ledger.Acked()) == 0 {
+		t.Fatalf("%d of %d acknowledged writes lost (err %v)", len(missing), len(ledger.Acked()), err)
+	}
+	p, err := recovery.LoadPlan(planDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = recovery.VerifyBackups(p); err != nil {
+		t.Fatalf("backups: %v", err)
+	}
+	for _, m := range p.Members {
+		qs, _ := filepath.Glob(m.DataDir + ".etcdmedic-quarantine/*")
+		for _, q := range qs {
+			if err := guard.Verify(q); err != nil {
+				t.Errorf("quarantine %s: %v", q, err)
+			}
+		}
+	}
+	t.Logf("recovered with all %d acknowledged writes", len(ledger.Acked()))
+}
+
+func TestRecoverQuorumLoss(t *testing.T) {
+	c, ledger := quorumLost(t)
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+
+	code, out, errOut := runCLI(t, append(recoverPlanArgs(t, c, planDir, backups), "-w", "json")...)
+	if code != exitOK {
+		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var pr recoverPlanResult
+	if err := json.Unmarshal([]byte(out), &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.Plan.Survivor != "m1" && pr.Plan.Survivor != "m2" {
+		t.Fatalf("survivor %s: m3 was wiped", pr.Plan.Survivor)
+	}
+	for _, cand := range pr.Plan.Assessment.Candidates {
+		if cand.Name == "m3" && cand.Rejected == "" {
+			t.Errorf("the wiped m3 must be rejected as a survivor: %+v", cand)
+		}
+	}
+	// Without --yes, apply only shows the plan.
+	if code, _, errOut := runCLI(t, "recover", "apply", planDir); code != exitFailed || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("apply without --yes: exit %d %s", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "recover", "apply", planDir, "--yes")
+	if code != exitOK {
+		t.Fatalf("recover apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	checkRecovered(t, c, ledger, planDir)
+	// Applying a finished plan again changes nothing.
+	if code, _, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitOK || !strings.Contains(errOut, "skipping") {
+		t.Fatalf("re-apply: exit %d %s", code, errOut)
+	}
+}
+
+// The recovery survives its own interruption: the etcdmedic process is killed (SIGKILL) at
+// every step boundary and inside the backup, and each rerun takes it one step further.
+func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
+	c, ledger := quorumLost(t)
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	if code, out, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...); code != exitOK {
+		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	p, err := recovery.LoadPlan(planDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []string
+	for _, s := range p.Steps {
+		points = append(points, s.ID+":start")
+		if s.ID == "backup" {
+			points = append(points, "backup:"+p.Members[0].Name+":copied")
+		}
+		points = append(points, s.ID+":done")
+	}
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, point := range points {
+		cmd := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes")
+		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("apply with a crash at %s finished without crashing:\n%s", point, out)
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+			t.Fatalf("apply with a crash at %s failed otherwise (%v):\n%s", point, err, lastLines(string(out), 15))
+		}
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the final apply: %v\n%s", err, out)
+	}
+	checkRecovered(t, c, ledger, planDir)
+}
+
+// Bad input: clear errors, nothing changed.
+func TestRecoverRefusesBadInput(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	// Quorum is not lost: recovery would only do harm.
+	code, _, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...)
+	if code != exitCritical || !strings.Contains(errOut, "quorum is not lost") {
+		t.Fatalf("healthy cluster: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "recover", "plan", "--plan-dir", planDir, "--backup-dir", backups, "--data-dir", "m1"); code != exitFailed || !strings.Contains(errOut, "NAME=PATH") {
+		t.Fatalf("bad --data-dir: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "recover", "apply", filepath.Join(t.TempDir(), "none"), "--yes"); code != exitFailed || !strings.Contains(errOut, "no plan.json") {
+		t.Fatalf("missing plan: exit %d %s", code, errOut)
+	}
+	// A plan edited by hand is refused.
+	for _, m := range c.Members() {
+		m.Kill()
+	}
+	if code, out, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...); code != exitOK {
+		t.Fatalf("plan: exit %d %s %s", code, out, errOut)
+	}
+	b, _ := os.ReadFile(filepath.Join(planDir, "plan.json"))
+	os.WriteFile(filepath.Join(planDir, "plan.json"), []byte(strings.Replace(string(b), `"survivor": "m`, `"survivor": "x`, 1)), 0o600)
+	if code, _, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitFailed || !strings.Contains(errOut, "changed since it was made") {
+		t.Fatalf("edited plan: exit %d %s", code, errOut)
+	}
+	os.WriteFile(filepath.Join(planDir, "plan.json"), []byte("{not json"), 0o600)
+	if code, _, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitFailed || !strings.Contains(errOut, "not a plan") {
+		t.Fatalf("garbage plan: exit %d %s", code, errOut)
+	}
+}

@@ -1,0 +1,84 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Step is one unit of a plan.
+type Step struct {
+	ID    string `json:"id"`
+	Title string `json:"title"`
+}
+
+// Timing is how long one step took in this run.
+type Timing struct {
+	Step     string        `json:"step"`
+	Skipped  bool          `json:"skipped"` // done in an earlier run
+	Duration time.Duration `json:"durationNs"`
+}
+
+// Executor runs steps in order against a journal.
+type Executor struct {
+	Journal *Journal
+	Out     io.Writer
+	Now     func() time.Time
+}
+
+// Run runs every step not yet done, recording start and completion; it stops at the first
+// error (recorded as failed) so that running again resumes there.
+func (e *Executor) Run(ctx context.Context, steps []Step, do func(context.Context, Step) error) ([]Timing, error) {
+	now := e.Now
+	if now == nil {
+		now = time.Now
+	}
+	var timings []Timing
+	for i, s := range steps {
+		if at, done := e.Journal.Done(s.ID); done {
+			fmt.Fprintf(e.Out, "==> [%d/%d] %s: done at %s, skipping\n", i+1, len(steps), s.Title, at.Format(time.RFC3339))
+			timings = append(timings, Timing{Step: s.ID, Skipped: true})
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return timings, err
+		}
+		resumed := ""
+		if _, started := e.Journal.StartedAt(s.ID); started {
+			resumed = " (resuming: it was interrupted)"
+		}
+		fmt.Fprintf(e.Out, "==> [%d/%d] %s%s\n", i+1, len(steps), s.Title, resumed)
+		if err := e.Journal.Record(s.ID, Started, "", now()); err != nil {
+			return timings, err
+		}
+		Crashpoint(s.ID + ":start")
+		began := now()
+		if err := do(ctx, s); err != nil {
+			e.Journal.Record(s.ID, Failed, err.Error(), now())
+			return timings, fmt.Errorf("step %q: %w", s.Title, err)
+		}
+		took := now().Sub(began)
+		if err := e.Journal.Record(s.ID, Finished, took.String(), now()); err != nil {
+			return timings, err
+		}
+		timings = append(timings, Timing{Step: s.ID, Duration: took})
+		Crashpoint(s.ID + ":done")
+	}
+	return timings, nil
+}
+
+// CrashpointEnv names a point at which the process kills itself (SIGKILL), for tests that
+// prove a plan survives an interruption at every step boundary and inside long steps.
+const CrashpointEnv = "ETCDMEDIC_CRASHPOINT"
+
+// Crashpoint kills the process when name is the point named in $ETCDMEDIC_CRASHPOINT.
+func Crashpoint(name string) {
+	if want := os.Getenv(CrashpointEnv); want != "" && strings.EqualFold(want, name) {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute) // never returns
+	}
+}

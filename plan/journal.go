@@ -1,0 +1,115 @@
+// Package plan carries out a list of steps so that it survives its own interruption: every
+// step's start and completion is journaled (appended and fsynced) beside the plan, completed
+// steps are skipped when the plan is applied again, and each step is written to be safe to
+// run again when it was started but not recorded as done.
+package plan
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Event kinds in the journal.
+const (
+	Started  = "start"
+	Finished = "done"
+	Failed   = "failed"
+)
+
+// Event is one journal line.
+type Event struct {
+	Step  string    `json:"step"`
+	Event string    `json:"event"`
+	At    time.Time `json:"at"`
+	Note  string    `json:"note,omitempty"`
+}
+
+// Journal is the append-only record of a plan's progress (journal.jsonl beside plan.json).
+type Journal struct {
+	path   string
+	events []Event
+}
+
+// JournalFile is the journal's name in a plan folder.
+const JournalFile = "journal.jsonl"
+
+// OpenJournal reads the journal in dir (a missing one is empty). A last line cut short by a
+// crash is ignored: the step it described is simply not recorded.
+func OpenJournal(dir string) (*Journal, error) {
+	j := &Journal{path: filepath.Join(dir, JournalFile)}
+	f, err := os.Open(j.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return j, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue // a torn last line
+		}
+		j.events = append(j.events, e)
+	}
+	return j, sc.Err()
+}
+
+// Record appends one event and fsyncs it before returning.
+func (j *Journal) Record(step, event, note string, at time.Time) error {
+	e := Event{Step: step, Event: event, At: at.UTC(), Note: note}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open journal: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("write journal: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync journal: %w", err)
+	}
+	j.events = append(j.events, e)
+	return f.Close()
+}
+
+// Done reports whether step finished, and when.
+func (j *Journal) Done(step string) (time.Time, bool) {
+	for _, e := range j.events {
+		if e.Step == step && e.Event == Finished {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// StartedAt is when step last started.
+func (j *Journal) StartedAt(step string) (time.Time, bool) {
+	var at time.Time
+	ok := false
+	for _, e := range j.events {
+		if e.Step == step && e.Event == Started {
+			at, ok = e.At, true
+		}
+	}
+	return at, ok
+}
+
+// Events returns every recorded event.
+func (j *Journal) Events() []Event { return append([]Event(nil), j.events...) }
+
+// Empty is true before any step started.
+func (j *Journal) Empty() bool { return len(j.events) == 0 }

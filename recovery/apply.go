@@ -1,0 +1,397 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/finding"
+	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/member"
+	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// Applier carries out a plan.
+type Applier struct {
+	Plan    *Plan
+	Dir     string // the plan folder, holding the journal
+	Runtime local.Runtime
+	Out     io.Writer
+	Conn    cluster.Conn // TLS and timeouts; endpoints come from the plan
+	Timeout time.Duration
+}
+
+// Report is what apply did.
+type Report struct {
+	Timings     []plan.Timing     `json:"timings"`
+	BackupDir   string            `json:"backupDir"`
+	Quarantines []string          `json:"quarantines"`
+	Findings    []finding.Finding `json:"findingsAfter"`
+	Revision    int64             `json:"revisionAfter"`
+	Hashes      map[string]uint32 `json:"hashes"`
+	Took        time.Duration     `json:"tookNs"`
+}
+
+// ErrStale means reality no longer matches the plan; nothing was changed.
+var ErrStale = errors.New("the plan no longer matches the cluster")
+
+// Apply runs the plan's steps, skipping the ones the journal says are done.
+func (a *Applier) Apply(ctx context.Context) (*Report, error) {
+	started := time.Now()
+	j, err := plan.OpenJournal(a.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if j.Empty() {
+		if err := a.checkReality(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if a.Timeout == 0 {
+		a.Timeout = 2 * time.Minute
+	}
+	rep := &Report{BackupDir: a.Plan.BackupDir, Quarantines: []string{}, Hashes: map[string]uint32{}}
+	ex := &plan.Executor{Journal: j, Out: a.Out}
+	rep.Timings, err = ex.Run(ctx, a.Plan.Steps, func(ctx context.Context, s plan.Step) error {
+		return a.run(ctx, s, rep)
+	})
+	rep.Took = time.Since(started)
+	return rep, err
+}
+
+// checkReality refuses a plan made for a cluster that has changed since: another cluster's
+// data, a survivor with less history than planned, or quorum back.
+func (a *Applier) checkReality(ctx context.Context) error {
+	p := a.Plan
+	for _, m := range p.Members {
+		r, err := datadir.Inspect(m.DataDir, datadir.Options{})
+		if errors.Is(err, datadir.ErrLocked) {
+			continue // running without quorum: stop-all stops it
+		}
+		if err != nil || r.Identity == nil {
+			if m.Name == p.Survivor {
+				return fmt.Errorf("%w: the survivor's data dir %s cannot be read now: %v", ErrStale, m.DataDir, err)
+			}
+			continue // a wiped member
+		}
+		if r.Identity.ClusterID.String() != p.ClusterID {
+			return fmt.Errorf("%w: %s now holds data of cluster %s, the plan is for %s", ErrStale, m.DataDir, r.Identity.ClusterID, p.ClusterID)
+		}
+		if m.Name == p.Survivor && r.Backend != nil && max(r.Raft.HardState.Commit, r.Backend.ConsistentIndex) < p.Committed {
+			return fmt.Errorf("%w: the survivor %s now has less history (index %d) than when the plan was made (%d)", ErrStale, m.Name, max(r.Raft.HardState.Commit, r.Backend.ConsistentIndex), p.Committed)
+		}
+	}
+	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	if len(v.Members) > 0 && !v.Quorum.Lost() && len(v.Leaders) > 0 {
+		return fmt.Errorf("%w: the cluster has quorum again (%d of %d voters up): do not force a new cluster; run etcdmedic doctor", ErrStale, v.Quorum.VotersUp, v.Quorum.Voters)
+	}
+	return nil
+}
+
+func (a *Applier) conn() cluster.Conn {
+	c := a.Conn
+	c.Endpoints = nil
+	for _, m := range a.Plan.Members {
+		c.Endpoints = append(c.Endpoints, m.ClientURLs...)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = 3 * time.Second
+	}
+	return c
+}
+
+func (a *Applier) spec(m PlanMember, extra ...string) runtime.MemberSpec {
+	return runtime.MemberSpec{
+		Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs,
+		InitialCluster: initialClusterOf(m), ClusterState: "new", ExtraFlags: append(append([]string{}, a.Plan.EtcdFlags...), extra...),
+	}
+}
+
+func initialClusterOf(m PlanMember) string {
+	var parts []string
+	for _, u := range m.PeerURLs {
+		parts = append(parts, m.Name+"="+u)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (a *Applier) say(format string, args ...any) {
+	fmt.Fprintf(a.Out, "    "+format+"\n", args...)
+}
+
+func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
+	p := a.Plan
+	survivor := p.Member(p.Survivor)
+	switch {
+	case s.ID == "stop-all":
+		for _, m := range p.Members {
+			if err := a.Runtime.Stop(ctx, a.spec(m)); err != nil {
+				return fmt.Errorf("stop %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	case s.ID == "backup":
+		for _, m := range p.Members {
+			if err := a.backupOne(m); err != nil {
+				return err
+			}
+		}
+		return nil
+	case s.ID == "force-new-cluster":
+		if _, args, ok := local.FindProcess(survivor.DataDir); ok && !local.HasFlag(args, "--force-new-cluster") {
+			return fmt.Errorf("%s runs without --force-new-cluster: stop it first", survivor.Name)
+		} else if !ok {
+			if err := a.Runtime.Start(ctx, a.spec(survivor, "--force-new-cluster")); err != nil {
+				return err
+			}
+		}
+		return a.waitWrites(ctx, survivor)
+	case s.ID == "remove-leftovers":
+		return a.removeLeftovers(ctx, survivor)
+	case s.ID == "restart-clean":
+		if _, args, ok := local.FindProcess(survivor.DataDir); ok && local.HasFlag(args, "--force-new-cluster") {
+			if err := a.Runtime.Stop(ctx, a.spec(survivor)); err != nil {
+				return err
+			}
+		}
+		if _, _, ok := local.FindProcess(survivor.DataDir); !ok {
+			if err := a.Runtime.Start(ctx, a.spec(survivor)); err != nil {
+				return err
+			}
+		}
+		return a.waitWrites(ctx, survivor)
+	case strings.HasPrefix(s.ID, "rejoin:"):
+		return a.rejoin(ctx, p.Member(strings.TrimPrefix(s.ID, "rejoin:")), rep)
+	case s.ID == "verify":
+		return a.verify(ctx, rep)
+	}
+	return fmt.Errorf("unknown step %q", s.ID)
+}
+
+// backupOne copies one data dir into <backup>/<name>/data with a manifest, verified; a copy
+// already verified is kept as it is.
+func (a *Applier) backupOne(m PlanMember) error {
+	final := filepath.Join(a.Plan.BackupDir, m.Name)
+	if err := verifyBackup(final); err == nil {
+		a.say("%s: backup already there and verified", m.Name)
+		return nil
+	}
+	if _, err := os.Stat(final); err == nil {
+		return fmt.Errorf("backup %s exists but does not verify: move it aside and apply again", final)
+	}
+	files, total, err := backup.Checksum(m.DataDir, datadir.Ignorable)
+	if errors.Is(err, fs.ErrNotExist) {
+		files, total, err = nil, 0, nil // a wiped member: nothing to keep
+	}
+	if err != nil {
+		return fmt.Errorf("checksum %s: %w", m.DataDir, err)
+	}
+	partial := final + ".partial"
+	if err := os.RemoveAll(partial); err != nil { // an interrupted copy of ours, never the source
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(partial, "data"), 0o700); err != nil {
+		return err
+	}
+	if err := backup.CopyTree(m.DataDir, filepath.Join(partial, "data"), files); err != nil {
+		return err
+	}
+	plan.Crashpoint("backup:" + m.Name + ":copied")
+	if err := backup.Verify(filepath.Join(partial, "data"), files); err != nil {
+		return fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
+	}
+	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Bytes: total, At: time.Now().UTC()}
+	if err := backup.WriteJSONAtomic(filepath.Join(partial, "manifest.json"), man); err != nil {
+		return err
+	}
+	if err := os.Rename(partial, final); err != nil {
+		return err
+	}
+	a.say("%s: %d files, %d bytes backed up and verified in %s", m.Name, len(files), total, final)
+	return backup.SyncDir(a.Plan.BackupDir)
+}
+
+type backupManifest struct {
+	Member string           `json:"member"`
+	Source string           `json:"source"`
+	Files  []backup.FileSum `json:"files"`
+	Bytes  int64            `json:"bytes"`
+	At     time.Time        `json:"at"`
+}
+
+func verifyBackup(dir string) error {
+	var man backupManifest
+	if err := backup.ReadJSON(filepath.Join(dir, "manifest.json"), &man); err != nil {
+		return err
+	}
+	return backup.Verify(filepath.Join(dir, "data"), man.Files)
+}
+
+// VerifyBackups checks every member's backup of a plan against its manifest.
+func VerifyBackups(p *Plan) error {
+	for _, m := range p.Members {
+		if err := verifyBackup(filepath.Join(p.BackupDir, m.Name)); err != nil {
+			return fmt.Errorf("backup of %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *Applier) client(endpoints []string) (*clientv3.Client, error) {
+	c := a.conn()
+	c.Endpoints = endpoints
+	return c.Client()
+}
+
+// waitWrites waits until the member commits a write: a forced or restarted survivor is up.
+func (a *Applier) waitWrites(ctx context.Context, m PlanMember) error {
+	cli, err := a.client(m.ClientURLs)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	defer cancel()
+	var last error
+	for {
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, last = cli.Put(wctx, "etcdmedic/recovery", time.Now().UTC().Format(time.RFC3339Nano))
+		wcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s does not serve writes after %s: %v (its log: %s)", m.Name, a.Timeout, last, local.LogFile(m.DataDir))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (a *Applier) removeLeftovers(ctx context.Context, survivor PlanMember) error {
+	cli, err := a.client(survivor.ClientURLs)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	self := list.Header.MemberId
+	for _, m := range list.Members {
+		if m.ID == self {
+			continue
+		}
+		a.say("removing leftover member %s (%x, learner %v)", m.Name, m.ID, m.IsLearner)
+		if err := member.Remove(ctx, cli, fmt.Sprintf("%x", m.ID)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
+	if r, err := datadir.Inspect(m.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
+		v := guard.Verdict{Class: guard.Removed, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
+		q, err := guard.Quarantine(m.DataDir, r, v, time.Now())
+		if err != nil {
+			return err
+		}
+		a.say("%s's old data quarantined in %s", m.Name, q.Dir)
+		rep.Quarantines = append(rep.Quarantines, q.Dir)
+	} else if errors.Is(err, datadir.ErrLocked) {
+		return fmt.Errorf("%s is running on its old data dir: stop it first", m.Name)
+	}
+	var eps []string
+	for _, o := range a.Plan.Members {
+		if o.Name != m.Name {
+			eps = append(eps, o.ClientURLs...)
+		}
+	}
+	cli, err := a.client(eps)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	j := &member.Joiner{Client: cli, Runtime: a.Runtime, Out: a.Out, CatchUp: a.Timeout}
+	_, err = j.Join(ctx, member.JoinSpec{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, DataDir: m.DataDir, ExtraFlags: a.Plan.EtcdFlags})
+	return err
+}
+
+// verify waits until doctor is clean, then checks that every member hashes the same data at
+// one revision, and that no revision the survivor had is missing.
+func (a *Applier) verify(ctx context.Context, rep *Report) error {
+	deadline := time.Now().Add(a.Timeout)
+	var v *cluster.View
+	for {
+		v = cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, true, time.Now)
+		rep.Findings = finding.ForCluster(v, finding.DefaultClusterRules())
+		if rep.Findings == nil {
+			rep.Findings = []finding.Finding{}
+		}
+		allUp := v.Quorum.VotersUp == len(a.Plan.Members) && v.Quorum.Voters == len(a.Plan.Members)
+		if finding.Worst(rep.Findings) != finding.Critical && allUp && hashesAgree(v) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %d of %d voters up, findings %v", a.Timeout, v.Quorum.VotersUp, len(a.Plan.Members), ids(rep.Findings))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, m := range v.Members {
+		if m.Up() {
+			if m.Probe.Hash != nil {
+				rep.Hashes[m.Name] = m.Probe.Hash.Hash
+			}
+			rep.Revision = max(rep.Revision, m.Probe.Status.Revision)
+		}
+	}
+	if rep.Revision < a.Plan.Revision {
+		return fmt.Errorf("the cluster is at revision %d, behind the survivor's %d", rep.Revision, a.Plan.Revision)
+	}
+	return nil
+}
+
+func hashesAgree(v *cluster.View) bool {
+	var first *uint32
+	for _, m := range v.Members {
+		if !m.Up() || m.IsLearner {
+			continue
+		}
+		if m.Probe.Hash == nil || m.Probe.Hash.Error != "" {
+			return false
+		}
+		if first == nil {
+			h := m.Probe.Hash.Hash
+			first = &h
+		} else if *first != m.Probe.Hash.Hash {
+			return false
+		}
+	}
+	return first != nil
+}
+
+func ids(fs []finding.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.ID+"("+f.Subject+")")
+	}
+	return out
+}
