@@ -18,6 +18,7 @@ type printer interface {
 	MemberChange(w io.Writer, r *member.Replaced) error
 	RecoverPlan(w io.Writer, r recoverPlanResult) error
 	RecoverApply(w io.Writer, r recoverApplyResult) error
+	Drill(w io.Writer, r drillResult) error
 }
 
 func printerFor(format string) (printer, error) {

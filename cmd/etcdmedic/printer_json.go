@@ -34,3 +34,5 @@ func (jsonPrinter) MemberChange(w io.Writer, r *member.Replaced) error { return 
 func (jsonPrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) RecoverApply(w io.Writer, r recoverApplyResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) Drill(w io.Writer, r drillResult) error { return writeJSON(w, r) }

@@ -67,6 +67,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newScanCommand(opts),
 		newMemberCommand(opts),
 		newRecoverCommand(opts),
+		newDrillCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

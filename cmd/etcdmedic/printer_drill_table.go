@@ -1,0 +1,21 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+func (tablePrinter) Drill(w io.Writer, r drillResult) error {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DRILL\tREPAIR\tTIME TO REPAIR\tACKED WRITES\tLOST\tRESULT")
+	for _, d := range r.Results {
+		result := "PASSED"
+		if !d.Passed {
+			result = "FAILED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%d\t%d\t%s\n", d.Drill, orDash(d.Repair), d.RepairSec, d.Acked, d.Lost, result)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,149 @@
+// Package drill reproduces the incidents etcdmedic exists for on a local sandbox cluster,
+// repairs them with etcdmedic's own commands, and counts what was lost: the proof, on the
+// user's own machine, that the repair works.
+package drill
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/ledger"
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/sandbox"
+)
+
+// Env is where drills run.
+type Env struct {
+	// Dir holds one folder per drill (sandbox data dirs, logs, plans, backups).
+	Dir string
+	// Command runs etcd: {"/path/etcdmedic", "etcd"} for the linked one.
+	Command []string
+	Out     io.Writer
+}
+
+// Result is one drill's outcome.
+type Result struct {
+	Drill     string  `json:"drill"`
+	Incident  string  `json:"incident"`
+	Timeline  []Event `json:"timeline"`
+	Acked     int     `json:"ackedWrites"`
+	Failed    int     `json:"failedWrites"` // refused while the cluster was broken: never acknowledged
+	Lost      int     `json:"lostWrites"`   // acknowledged, then missing: must be 0
+	Repair    string  `json:"repair"`
+	RepairSec float64 `json:"repairSeconds"`
+	Passed    bool    `json:"passed"`
+	Dir       string  `json:"dir"`
+}
+
+// Event is one line of a drill's timeline.
+type Event struct {
+	AtSec float64 `json:"atSeconds"`
+	What  string  `json:"what"`
+}
+
+// Drill is one incident reproduced and repaired.
+type Drill struct {
+	Name     string
+	Incident string
+	Run      func(ctx context.Context, env Env, r *recorder) error
+}
+
+// All lists every drill, in the order `etcdmedic drill` runs them.
+func All() []Drill {
+	return []Drill{
+		{Name: "stale-volume", Incident: "1: a replacement member starts on a reused volume that still holds a removed member's data", Run: staleVolume},
+		{Name: "quorum-loss", Incident: "2: one member wiped, a second lost: quorum gone on a 3-member cluster", Run: quorumLoss},
+	}
+}
+
+// Find returns the drill called name.
+func Find(name string) (Drill, bool) {
+	for _, d := range All() {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Drill{}, false
+}
+
+// recorder keeps the timeline and the write ledger of one drill.
+type recorder struct {
+	start  time.Time
+	out    io.Writer
+	result *Result
+	ledger *ledger.Ledger
+	repair time.Time
+}
+
+func (r *recorder) say(format string, a ...any) {
+	e := Event{AtSec: time.Since(r.start).Seconds(), What: fmt.Sprintf(format, a...)}
+	r.result.Timeline = append(r.result.Timeline, e)
+	if r.out != nil {
+		fmt.Fprintf(r.out, "  t+%5.1fs  %s\n", e.AtSec, e.What)
+	}
+}
+
+// Run runs one drill in env.Dir/<name>.
+func Run(ctx context.Context, d Drill, env Env) (*Result, error) {
+	env.Dir = env.Dir + "/" + d.Name
+	res := &Result{Drill: d.Name, Incident: d.Incident, Dir: env.Dir}
+	rec := &recorder{start: time.Now(), out: env.Out, result: res}
+	if env.Out != nil {
+		fmt.Fprintf(env.Out, "DRILL %s (incident %s)\n", d.Name, d.Incident)
+	}
+	err := d.Run(ctx, env, rec)
+	if !rec.repair.IsZero() && res.RepairSec == 0 {
+		res.RepairSec = time.Since(rec.repair).Seconds()
+	}
+	res.Passed = err == nil && res.Lost == 0 && res.Acked > 0
+	return res, err
+}
+
+// startLoad begins the write ledger on the sandbox.
+func (r *recorder) startLoad(ctx context.Context, sb *sandbox.Sandbox) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: sb.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	r.ledger, err = ledger.Start(ctx, cli, ledger.Spec{Prefix: "drill/", Rate: 50, RequestTimeout: time.Second})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	r.say("write load started: 50 writes/s, each acknowledged write recorded")
+	return cli, nil
+}
+
+// count stops the load and checks every acknowledged write against the repaired cluster.
+func (r *recorder) count(ctx context.Context, endpoints []string) error {
+	r.ledger.Stop()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	acked := r.ledger.Acked()
+	missing, err := ledger.Missing(ctx, cli, acked)
+	if err != nil {
+		return fmt.Errorf("read back the acknowledged writes: %w", err)
+	}
+	r.result.Acked, r.result.Failed, r.result.Lost = len(acked), r.ledger.Failed(), len(missing)
+	r.say("%d writes acknowledged, %d refused while broken (never acknowledged), %d acknowledged writes lost", len(acked), r.ledger.Failed(), len(missing))
+	return nil
+}
+
+// stopAll stops every process running on the sandbox's data dirs, however it was started.
+func stopAll(sb *sandbox.Sandbox, rt local.Runtime) {
+	sb.Down(5 * time.Second)
+	for _, m := range sb.Members {
+		rt.Stop(context.Background(), runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir})
+	}
+}

@@ -1,0 +1,82 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/recovery"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/sandbox"
+)
+
+// quorumLoss is incident 2: three members under write load; one is wiped (its data dir
+// emptied, as the operator of the incident did), then a second is lost. etcdmedic recover
+// rebuilds the cluster from the best survivor.
+func quorumLoss(ctx context.Context, env Env, r *recorder) error {
+	rt := local.Runtime{Command: env.Command}
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 3, Command: env.Command})
+	if sb != nil {
+		defer stopAll(sb, rt)
+	}
+	if err != nil {
+		return err
+	}
+	r.say("3-member cluster up (%s)", sb.Dir)
+	cli, err := r.startLoad(ctx, sb)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	time.Sleep(2 * time.Second)
+	m3, _ := sb.Member("m3")
+	sb.KillMember("m3")
+	if err := os.RemoveAll(m3.DataDir); err != nil {
+		return err
+	}
+	r.say("m3 killed and its data dir wiped")
+	time.Sleep(time.Second)
+	sb.KillMember("m2")
+	r.say("m2 killed: 1 of 3 voters left, quorum lost, writes refused")
+	time.Sleep(time.Second)
+
+	r.repair = time.Now()
+	conn := cluster.DefaultConn()
+	conn.Endpoints, conn.CommandTimeout = sb.Endpoints(), 2*time.Second
+	var members []recovery.MemberInput
+	for _, m := range sb.Members {
+		members = append(members, recovery.MemberInput{Name: m.Name, DataDir: m.DataDir})
+	}
+	a, err := recovery.Assess(ctx, &conn, members, "")
+	if err != nil {
+		return err
+	}
+	p, err := recovery.NewPlan(a, filepath.Join(env.Dir, "backups"), env.Command, nil, time.Now())
+	if err != nil {
+		return err
+	}
+	planDir := filepath.Join(env.Dir, "plan")
+	if err := p.Save(planDir); err != nil {
+		return err
+	}
+	r.say("etcdmedic recover plan: survivor %s (commit %d, revision %d), plan in %s", p.Survivor, p.Committed, p.Revision, planDir)
+	ap := &recovery.Applier{Plan: p, Dir: planDir, Runtime: rt, Out: discard{}, Conn: conn, Timeout: time.Minute}
+	rep, err := ap.Apply(ctx)
+	if err != nil {
+		return fmt.Errorf("recover apply: %w", err)
+	}
+	for _, t := range rep.Timings {
+		r.say("  step %-22s %5.1fs", t.Step, t.Duration.Seconds())
+	}
+	r.result.Repair = "etcdmedic recover plan + apply"
+	r.result.RepairSec = time.Since(r.repair).Seconds()
+	r.say("recovered: 3 voters up, hashes equal at revision %d, backups in %s", rep.Revision, rep.BackupDir)
+	return r.count(ctx, sb.Endpoints())
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
