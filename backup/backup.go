@@ -86,14 +86,15 @@ func CopyTree(src, dst string, files []FileSum) error {
 		if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
 			return err
 		}
-		if err := copyFile(filepath.Join(src, f.Path), target, f.Mode.Perm()); err != nil {
+		if err := CopyFile(filepath.Join(src, f.Path), target, f.Mode.Perm()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func copyFile(src, dst string, mode fs.FileMode) error {
+// CopyFile copies one file and fsyncs the copy.
+func CopyFile(src, dst string, mode fs.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

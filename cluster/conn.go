@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"strconv"
@@ -119,7 +120,7 @@ func (c Conn) tlsConfig() (*tls.Config, error) {
 
 // clientFor returns a client that talks to one endpoint only: each member is probed on its
 // own, so that one dead member costs nothing to the others.
-func (c Conn) clientFor(endpoint string) (*clientv3.Client, error) {
+func (c Conn) clientFor(ctx context.Context, endpoint string) (*clientv3.Client, error) {
 	tlsCfg, err := c.tlsConfig()
 	if err != nil {
 		return nil, err
@@ -131,6 +132,7 @@ func (c Conn) clientFor(endpoint string) (*clientv3.Client, error) {
 		Username:    c.User,
 		Password:    c.Password,
 		Logger:      zap.NewNop(),
+		Context:     ctx, // authentication (--user) is bounded by the probe's deadline too
 		// Fail fast instead of gRPC's reconnect backoff: a probe has one command timeout.
 		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, MaxDelay: time.Second}, MinConnectTimeout: c.DialTimeout})},
 	})
@@ -146,4 +148,6 @@ func (c Conn) Client() (*clientv3.Client, error) {
 }
 
 // ClientFor returns a client of one endpoint only.
-func (c Conn) ClientFor(endpoint string) (*clientv3.Client, error) { return c.clientFor(endpoint) }
+func (c Conn) ClientFor(endpoint string) (*clientv3.Client, error) {
+	return c.clientFor(context.Background(), endpoint)
+}

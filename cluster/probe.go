@@ -154,7 +154,7 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 			return
 		}
 	}
-	cli, err := conn.clientFor(p.Endpoint)
+	cli, err := conn.clientFor(ctx, p.Endpoint)
 	if err != nil {
 		p.Error = describeErr(ctx, err)
 		return
@@ -282,7 +282,7 @@ func HashAll(ctx context.Context, conn Conn, probes []*Probe, revision int64) {
 			continue
 		}
 		wg.Go(func() {
-			cli, err := conn.clientFor(p.Endpoint)
+			cli, err := conn.clientFor(ctx, p.Endpoint)
 			if err != nil {
 				p.Hash = &Hash{Revision: revision, Error: describeErr(ctx, err)}
 				return

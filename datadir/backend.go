@@ -61,6 +61,11 @@ var ErrLocked = errors.New("the db file is locked by a running process (is etcd 
 // readBackend opens the db read-only and reads the small buckets and the newest revision. It
 // touches a handful of pages, whatever the db's size; deep also walks every page.
 func readBackend(path string, deep bool) (be *Backend, err error) {
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -65,8 +65,8 @@ func readBboltMeta(f io.ReaderAt, fileSize int64) (*bboltMeta, error) {
 	default:
 		return nil, fmt.Errorf("neither bbolt meta page is valid (%v; %v): not a bbolt file, or zeroed", err0, err1)
 	}
-	if need := int64(best.HighPage) * int64(best.PageSize); need > fileSize {
-		return nil, fmt.Errorf("db file is truncated: meta page says %d pages of %d bytes (%d bytes), file has %d bytes", best.HighPage, best.PageSize, need, fileSize)
+	if fileSize < 0 || best.HighPage > uint64(fileSize)/uint64(best.PageSize) {
+		return nil, fmt.Errorf("db file is truncated: meta page says %d pages of %d bytes, file has %d bytes", best.HighPage, best.PageSize, fileSize)
 	}
 	if best.Root >= best.HighPage {
 		return nil, fmt.Errorf("db meta page points its root bucket at page %d, past the last page %d", best.Root, best.HighPage)

@@ -2,10 +2,11 @@ package datadir
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/etcdmedic/etcdmedic/backup"
 )
 
 // CopyLogsForInspection copies what can be read safely from a running member into dst: its
@@ -34,32 +35,15 @@ func CopyLogsForInspection(dataDir, dst string) (memberDir string, err error) {
 			if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".wal") || strings.HasSuffix(name, ".snap")) {
 				continue
 			}
-			if err := copyFile(filepath.Join(r.MemberDir, sub, name), filepath.Join(dstMember, sub, name)); err != nil {
+			if err := backup.CopyFile(filepath.Join(r.MemberDir, sub, name), filepath.Join(dstMember, sub, name), 0o600); err != nil {
 				return "", err
 			}
 		}
 	}
 	if r.PDJoin != nil {
-		if err := copyFile(r.PDJoin.Path, filepath.Join(dst, "join")); err != nil {
+		if err := backup.CopyFile(r.PDJoin.Path, filepath.Join(dst, "join"), 0o600); err != nil {
 			return "", err
 		}
 	}
 	return dstMember, nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
-	}
-	return out.Close()
 }

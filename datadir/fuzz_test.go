@@ -103,6 +103,7 @@ func FuzzSnapFile(f *testing.F) {
 func FuzzV2Store(f *testing.F) {
 	f.Add([]byte(`{"Root":{"Children":{"0":{"Children":{"members":{"Children":{"zz":{}}}}}}}}`))
 	f.Add([]byte(`{"Root":{"Children":{"1":{"Children":{"a":{"Value":"x"}}}}}}`))
+	f.Add([]byte(`{"Root":{"Children":{"0":{"Children":{"members":{"Children":{"1":null}}}}}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = parseV2Store(b)
 	})

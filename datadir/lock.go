@@ -2,6 +2,7 @@ package datadir
 
 import (
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,5 +25,26 @@ func walLocked(path string) bool {
 		return err == unix.EWOULDBLOCK
 	}
 	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// RunningOn reports whether a process holds the data dir's newest WAL segment or its db.
+func RunningOn(dataDir string) bool {
+	for _, memberDir := range []string{filepath.Join(dataDir, "member"), dataDir} {
+		walDir := filepath.Join(memberDir, "wal")
+		if segs, err := listWALSegments(walDir); err == nil && len(segs) > 0 && walLocked(filepath.Join(walDir, segs[len(segs)-1].Name)) {
+			return true
+		}
+		if f, err := os.Open(filepath.Join(memberDir, "snap", "db")); err == nil {
+			err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+			if err == nil {
+				unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			}
+			f.Close()
+			if err != nil {
+				return true
+			}
+		}
+	}
 	return false
 }

@@ -17,11 +17,12 @@ type Member struct {
 // Membership is the member's view of the cluster, from both of etcd's stores.
 type Membership struct {
 	// V2 is the v2 store (newest .snap plus committed WAL entries after it): what etcd v3.5
-	// serves in `member list`. Nil when it could not be rebuilt.
+	// serves in `member list`. Null when it could not be rebuilt.
 	V2 []Member `json:"v2"`
 	// V2Removed lists member IDs the v2 store marks removed.
 	V2Removed []ID `json:"v2Removed"`
-	// V3 is the bbolt `members` bucket: authoritative from etcd v3.6 on.
+	// V3 is the bbolt `members` bucket: authoritative from etcd v3.6 on. Null when the db
+	// could not be read.
 	V3 []Member `json:"v3"`
 	// V3Removed is the bbolt `members_removed` bucket.
 	V3Removed []ID `json:"v3Removed"`
@@ -117,6 +118,9 @@ type Drift struct {
 // Drifts compares the v2 store, the v3 backend and raft's ConfState member by member.
 func (ms *Membership) Drifts() []Drift {
 	var out []Drift
+	if ms.V3 == nil {
+		return nil // nothing to compare against: the db is unreadable (reported on its own)
+	}
 	ids := map[ID]bool{}
 	for _, m := range ms.V2 {
 		ids[m.ID] = true

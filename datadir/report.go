@@ -158,20 +158,30 @@ func Inspect(path string, opts Options) (*Report, error) {
 		r.Backend = be
 	}
 
-	// The v2 store: the snapshot's copy plus the committed changes after it.
+	// The v2 store: the snapshot's copy plus the committed changes after it. It can only be
+	// rebuilt from a readable snapshot, or from a WAL that still starts at index 0.
 	v2 := newV2Membership()
 	after := uint64(0)
-	if raftSnap != nil {
+	v2Complete := true
+	switch {
+	case raftSnap != nil:
 		parsed, err := parseV2Store(raftSnap.GetData())
 		if err != nil {
 			r.MembershipError = err.Error()
+			v2Complete = false
 		} else {
 			v2 = parsed
 		}
 		after = snapshot.Index
+	case r.Raft.SnapshotError != "" || ws.Segments[0].Index > 0:
+		r.MembershipError = "the v2 store cannot be rebuilt: no readable snapshot, and the WAL no longer starts at the beginning"
+		v2Complete = false
 	}
 	v2.replay(ws.Changes, after, ws.HardState.Commit)
 	ms := &Membership{V2: v2.sortedMembers(), V2Removed: sortedIDs(v2.Removed), V2CustomKeys: v2.CustomKeys, Changes: ws.Changes}
+	if !v2Complete {
+		ms.V2, ms.V2Removed = nil, nil
+	}
 	if ms.Changes == nil {
 		ms.Changes = []MembershipChange{}
 	}
@@ -180,12 +190,6 @@ func Inspect(path string, opts Options) (*Report, error) {
 		ms.V3Removed = be.RemovedMembers
 		ms.RaftConfState = be.ConfState
 		sortMembers(ms.V3)
-	}
-	if ms.V3 == nil {
-		ms.V3 = []Member{}
-	}
-	if ms.V3Removed == nil {
-		ms.V3Removed = []ID{}
 	}
 	r.Membership = ms
 	r.fillIdentity()
@@ -223,7 +227,8 @@ func (r *Report) fillIdentity() {
 			r.Identity.PeerURLs = c.Member.PeerURLs
 		}
 	}
-	r.Identity.InMembership = v2 != nil || v3 != nil
+	// Only a store that could be read can say the member is absent.
+	r.Identity.InMembership = v2 != nil || v3 != nil || (ms.V2 == nil && ms.V3 == nil)
 	for _, list := range [][]ID{ms.V2Removed, ms.V3Removed} {
 		for _, rid := range list {
 			if rid == id {
@@ -317,6 +322,9 @@ func (r *Report) inspectDBFile(path string, opts Options) error {
 }
 
 func isBboltFile(path string) bool {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return false // a FIFO or device would block or lie
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false

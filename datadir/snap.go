@@ -66,6 +66,9 @@ func readSnapFile(path string) (*raftpb.Snapshot, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	if !info.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("snapshot %s is not a regular file", path)
+	}
 	if info.Size() > maxSnapBytes {
 		return nil, 0, fmt.Errorf("snapshot %s is %d bytes, more than the %d etcdmedic reads", path, info.Size(), maxSnapBytes)
 	}
@@ -109,6 +112,13 @@ func newestUsableSnapshot(snapDir string, markers []SnapshotMarker, commit uint6
 		}
 	}
 	var lastErr error
+	var newest *SnapshotMarker
+	for _, m := range markers {
+		if m.Index > 0 && m.Index <= commit && (newest == nil || m.Index > newest.Index) {
+			mm := m
+			newest = &mm
+		}
+	}
 	for _, sf := range snaps {
 		if !known[SnapshotMarker{Index: sf.Index, Term: sf.Term}] {
 			continue
@@ -120,6 +130,9 @@ func newestUsableSnapshot(snapDir string, markers []SnapshotMarker, commit uint6
 		}
 		md := rs.GetMetadata()
 		return &Snapshot{File: sf.Name, Index: md.GetIndex(), Term: md.GetTerm(), ConfState: confStateFrom(md.GetConfState()), Bytes: size}, rs, nil
+	}
+	if lastErr == nil && newest != nil {
+		lastErr = fmt.Errorf("the WAL records a snapshot at index %d (term %d) but %016x-%016x.snap is missing: etcd will not start", newest.Index, newest.Term, newest.Term, newest.Index)
 	}
 	return nil, nil, lastErr
 }
@@ -180,6 +193,9 @@ func parseV2Store(data []byte) (*v2Membership, error) {
 		}
 		if members := cluster.Children["members"]; members != nil {
 			for name, node := range members.Children {
+				if node == nil {
+					continue
+				}
 				id, err := ParseID(name)
 				if err != nil {
 					return nil, fmt.Errorf("v2 store member key %q: %w", name, err)

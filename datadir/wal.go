@@ -70,6 +70,9 @@ func listWALSegments(dir string) ([]WALSegment, error) {
 		if !strings.HasSuffix(name, ".wal") {
 			continue // .tmp files of a segment being cut, lock files
 		}
+		if !e.Type().IsRegular() {
+			return nil, fmt.Errorf("WAL file %s is not a regular file", name)
+		}
 		var seq, index uint64
 		if _, err := fmt.Sscanf(name, "%016x-%016x.wal", &seq, &index); err != nil {
 			return nil, fmt.Errorf("WAL file %s: name is not <seq>-<index>.wal", name)

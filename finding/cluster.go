@@ -448,12 +448,24 @@ func firstURL(m cluster.MemberView) string {
 }
 
 func hashFindings(v *cluster.View) []Finding {
-	hashes := map[uint32][]string{}
+	// Hashes compare only between members compacted at the same revision (as etcd's own
+	// corruption check does): a different compaction hashes a different range.
+	byCompact := map[int64]map[uint32][]string{}
 	var rev int64
 	for _, m := range v.Members {
 		if m.Up() && m.Probe.Hash != nil && m.Probe.Hash.Error == "" {
-			hashes[m.Probe.Hash.Hash] = append(hashes[m.Probe.Hash.Hash], memberLabel(m))
-			rev = m.Probe.Hash.Revision
+			h := m.Probe.Hash
+			if byCompact[h.CompactRevision] == nil {
+				byCompact[h.CompactRevision] = map[uint32][]string{}
+			}
+			byCompact[h.CompactRevision][h.Hash] = append(byCompact[h.CompactRevision][h.Hash], memberLabel(m))
+			rev = h.Revision
+		}
+	}
+	var hashes map[uint32][]string
+	for _, group := range byCompact {
+		if len(group) > 1 {
+			hashes = group
 		}
 	}
 	if len(hashes) < 2 {

@@ -163,8 +163,8 @@ func quarantineRemedy(r *datadir.Report) string {
 	if name == "" {
 		name = "NAME"
 	}
-	return fmt.Sprintf("Do not start a member on this data dir. Move it aside, never delete it: mv %s %s.stale-%s. Then, on a healthy member: etcdctl member add %s --learner --peer-urls=PEER_URL; start the member with an empty data dir and --initial-cluster-state=existing; promote it once it has caught up (etcdctl member promote ID).",
-		r.Path, r.Path, r.Identity.MemberID, name)
+	return fmt.Sprintf("Do not start a member on this data dir. Quarantine it (moved aside with checksums, never deleted; works on a volume's mount point) and rejoin the member fresh: etcdmedic guard --data-dir %s --name %s --peer-urls PEER_URL --endpoints LIVE_ENDPOINTS --fix --rejoin. By hand: move the contents aside, etcdctl member add %s --learner --peer-urls=PEER_URL, start with an empty data dir and --initial-cluster-state=existing, etcdctl member promote once caught up.",
+		r.Path, name, name)
 }
 
 func driftFindings(r *datadir.Report) []Finding {

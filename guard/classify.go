@@ -4,6 +4,7 @@ package guard
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -41,8 +42,11 @@ type Expect struct {
 
 // Verdict is the classification with what it rests on.
 type Verdict struct {
-	Class    Class              `json:"class"`
-	Safe     bool               `json:"safeToStart"`
+	Class Class `json:"class"`
+	Safe  bool  `json:"safeToStart"`
+	// Movable is false when --fix must not move the directory's contents even though the
+	// member may not start on it: it holds files that are not etcd's (a wrong --data-dir).
+	Movable  bool               `json:"movable"`
 	Reason   string             `json:"reason"`
 	Evidence []finding.Evidence `json:"evidence"`
 	// LiveMember is the live membership's record of this data dir's member, when there is one.
@@ -51,8 +55,19 @@ type Verdict struct {
 
 // Classify compares a data dir (r; nil when the dir does not exist) with the live view.
 func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
+	reached := v != nil && len(v.Members) > 0
 	if r == nil || r.Kind == datadir.KindEmpty {
-		return verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
+		out := verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
+		if reached && len(want.PeerURLs) > 0 && memberWithURLs(v, want.PeerURLs) == nil {
+			out.Safe = false
+			out.Reason = fmt.Sprintf("the data dir is empty, but no member of the live cluster has peer URLs %s yet: add it first (etcdctl member add --learner), or etcd started with --initial-cluster-state=new would bootstrap a separate cluster", strings.Join(want.PeerURLs, ","))
+		}
+		return out
+	}
+	if r.Kind == datadir.KindDBFile {
+		out := verdict(Foreign, "this is a bare db file, not a data dir: give the directory etcd runs with as --data-dir")
+		out.Movable = false
+		return out
 	}
 	ev := []finding.Evidence{{What: "data dir kind", Value: r.Kind}}
 	if r.Identity != nil {
@@ -68,17 +83,24 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 	if r.PDJoin != nil {
 		ev = append(ev, finding.Evidence{What: "PD join file", Value: r.PDJoin.Contents})
 	}
-	reached := v != nil && len(v.Members) > 0
-	if !reached || v.Quorum.Lost() {
+	if !reached || v.Quorum.Lost() || len(v.Leaders) == 0 || !anyHealthy(v) {
 		why := "no member of the live cluster answered"
-		if reached {
+		switch {
+		case reached && v.Quorum.Lost():
 			why = fmt.Sprintf("the live cluster has no quorum (%d of %d voters up)", v.Quorum.VotersUp, v.Quorum.Voters)
+		case reached:
+			why = "the live cluster has no leader or serves no linearizable read"
 		}
 		return withEvidence(verdict(Unknown, why+": etcdmedic does not guess whether this data is still needed. If quorum is lost, this data dir may hold the most recent data: keep it, and recover quorum first (etcdmedic inspect each stopped member, then etcdmedic recover)."), ev)
 	}
 	ev = append(ev, finding.Evidence{What: "live cluster ID", Value: v.ClusterID}, finding.Evidence{What: "live members", Value: liveMembers(v)})
 	if r.Kind == datadir.KindNotEtcd {
-		return withEvidence(verdict(Foreign, "the directory holds files that are not etcd data ("+r.KindReason+")"), ev)
+		out := verdict(Foreign, "the directory holds files that are not etcd data ("+r.KindReason+")")
+		out.Movable = onlyEtcdNames(r.Path)
+		if !out.Movable {
+			out.Reason += ": etcdmedic will not move them; check --data-dir (a member with a separate --wal-dir has only member/snap here)"
+		}
+		return withEvidence(out, ev)
 	}
 	if r.Identity.ClusterID.String() != v.ClusterID {
 		return withEvidence(verdict(Foreign, fmt.Sprintf("the data belongs to cluster %s, not to the live cluster %s: another cluster, or an older incarnation of this one. A member started on it runs under the old cluster ID and never joins (\"request cluster ID mismatch\")", r.Identity.ClusterID, v.ClusterID)), ev)
@@ -98,14 +120,59 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		clash = append(clash, fmt.Sprintf("the live member %s has peer URLs %s, this member will advertise %s", live.ID, strings.Join(live.PeerURLs, ","), strings.Join(want.PeerURLs, ",")))
 	}
 	if len(clash) > 0 {
-		out.Class, out.Safe = Mismatched, false
-		out.Reason = "the data dir's member is live, but as another member: " + strings.Join(clash, "; ")
+		// Not moved by --fix: it may be a live member's real data with a wrong --name or
+		// --peer-urls; the fix is the configuration.
+		out.Class, out.Safe, out.Movable = Mismatched, false, false
+		out.Reason = "the data dir's member is live, but as another member: " + strings.Join(clash, "; ") + ". Fix --name/--peer-urls (etcdmedic will not move a live member's data)"
 	}
 	return withEvidence(out, ev)
 }
 
 func verdict(c Class, reason string) Verdict {
-	return Verdict{Class: c, Safe: c.SafeToStart(), Reason: reason, Evidence: []finding.Evidence{}}
+	return Verdict{Class: c, Safe: c.SafeToStart(), Movable: !c.SafeToStart() && c != Unknown, Reason: reason, Evidence: []finding.Evidence{}}
+}
+
+// anyHealthy is true when some member served a linearizable read.
+func anyHealthy(v *cluster.View) bool {
+	for _, m := range v.Members {
+		if m.Up() && m.Probe.Healthy {
+			return true
+		}
+	}
+	return false
+}
+
+// memberWithURLs is the live member that has one of urls as a peer URL.
+func memberWithURLs(v *cluster.View, urls []string) *cluster.MemberView {
+	for i, m := range v.Members {
+		for _, u := range m.PeerURLs {
+			if slices.Contains(urls, u) {
+				return &v.Members[i]
+			}
+		}
+	}
+	return nil
+}
+
+// MemberAdded reports whether the live cluster has a member with these peer URLs.
+func MemberAdded(v *cluster.View, peerURLs []string) bool { return memberWithURLs(v, peerURLs) != nil }
+
+// onlyEtcdNames is true when a directory holds nothing but what etcd or PD put in a data dir.
+func onlyEtcdNames(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		switch e.Name() {
+		case "member", "join":
+		default:
+			if !datadir.Ignorable[e.Name()] {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func withEvidence(v Verdict, ev []finding.Evidence) Verdict {

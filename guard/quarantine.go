@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
@@ -17,12 +19,14 @@ import (
 // Manifest records what a quarantine holds, with checksums, so that anyone can prove later
 // that nothing was lost.
 type Manifest struct {
-	Source    string           `json:"source"`
-	CreatedAt time.Time        `json:"createdAt"`
-	Class     Class            `json:"class"`
-	Reason    string           `json:"reason"`
-	Files     []backup.FileSum `json:"files"`
-	Bytes     int64            `json:"bytes"`
+	Source    string    `json:"source"`
+	CreatedAt time.Time `json:"createdAt"`
+	Class     Class     `json:"class"`
+	// Entries are the top-level names moved: a resumed quarantine moves these and nothing else.
+	Entries []string         `json:"entries"`
+	Reason  string           `json:"reason"`
+	Files   []backup.FileSum `json:"files"`
+	Bytes   int64            `json:"bytes"`
 }
 
 // Quarantined says where a data dir's contents went.
@@ -39,7 +43,18 @@ const partialSuffix = ".partial"
 // entries, one rename each, then a check of every checksum. Nothing is deleted. Interrupted at
 // any point, running it again finishes the same quarantine.
 func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time) (*Quarantined, error) {
-	dataDir = filepath.Clean(dataDir)
+	if !v.Movable {
+		return nil, fmt.Errorf("%s is %s and must not be moved: %s", dataDir, v.Class, v.Reason)
+	}
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	release, err := holdMemberLocks(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	base, err := quarantineBase(dataDir)
 	if err != nil {
 		return nil, err
@@ -58,7 +73,7 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	var m Manifest
 	if err := backup.ReadJSON(manifestPath, &m); errors.Is(err, fs.ErrNotExist) {
 		// Nothing has moved yet: checksum everything where it is.
-		m = Manifest{Source: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason}
+		m = Manifest{Source: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: topLevel(dataDir)}
 		if m.Files, m.Bytes, err = backup.Checksum(dataDir, datadir.Ignorable); err != nil {
 			return nil, err
 		}
@@ -75,16 +90,26 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(dataDir)
-	if err != nil {
-		return nil, err
+	if m.Source != dataDir {
+		return nil, fmt.Errorf("the unfinished quarantine %s is of %s, not %s: finish or move it by hand first", partial, m.Source, dataDir)
 	}
-	for _, e := range ents {
-		if datadir.Ignorable[e.Name()] {
-			continue
+	// Only what the manifest lists moves; anything that appeared since is a conflict for a person.
+	listed := map[string]bool{}
+	for _, name := range m.Entries {
+		listed[name] = true
+	}
+	for _, name := range topLevel(dataDir) {
+		if !listed[name] {
+			return nil, fmt.Errorf("%s appeared in %s after the quarantine %s started: compare by hand; nothing was moved over it", name, dataDir, partial)
 		}
-		if err := os.Rename(filepath.Join(dataDir, e.Name()), filepath.Join(data, e.Name())); err != nil {
-			return nil, fmt.Errorf("move %s into quarantine: %w", e.Name(), err)
+	}
+	for _, name := range m.Entries {
+		src := filepath.Join(dataDir, name)
+		if _, err := os.Lstat(src); errors.Is(err, fs.ErrNotExist) {
+			continue // moved by the interrupted run
+		}
+		if err := renameNoReplace(src, filepath.Join(data, name)); err != nil {
+			return nil, fmt.Errorf("move %s into quarantine: %w", name, err)
 		}
 	}
 	if err := backup.SyncDir(data); err != nil {
@@ -104,6 +129,50 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		return nil, err
 	}
 	return &Quarantined{Dir: final, Files: len(m.Files), Bytes: m.Bytes}, nil
+}
+
+// topLevel lists a data dir's own entries (not lost+found, not etcdmedic's quarantine).
+func topLevel(dir string) []string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range ents {
+		if !datadir.Ignorable[e.Name()] {
+			names = append(names, e.Name())
+		}
+	}
+	return names
+}
+
+// renameNoReplace renames, refusing to replace an existing target.
+func renameNoReplace(src, dst string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) { // filesystems without it
+		if _, serr := os.Lstat(dst); serr == nil {
+			return fmt.Errorf("%s already exists", dst)
+		}
+		return os.Rename(src, dst)
+	}
+	return err
+}
+
+// holdMemberLocks refuses to move a data dir that a running etcd holds, and keeps an
+// exclusive lock on its db while the contents move, so that etcd cannot open it meanwhile.
+func holdMemberLocks(dataDir string) (func(), error) {
+	if datadir.RunningOn(dataDir) {
+		return nil, fmt.Errorf("a process runs on %s (its WAL or db is locked): stop it first", dataDir)
+	}
+	db, err := os.Open(filepath.Join(dataDir, "member", "snap", "db"))
+	if err != nil {
+		return func() {}, nil // no db, nothing to hold
+	}
+	if err := unix.Flock(int(db.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("the db in %s is locked by a running process: stop it first", dataDir)
+	}
+	return func() { unix.Flock(int(db.Fd()), unix.LOCK_UN); db.Close() }, nil
 }
 
 // quarantineBase is where quarantines of dataDir go: beside it (<dataDir>.etcdmedic-quarantine)

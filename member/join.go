@@ -92,7 +92,9 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 	}
 	if j.Runtime == nil {
 		j.step(out, "start the member with an empty data dir and these flags: etcd %s", strings.Join(out.Start.Flags(), " "))
-		j.step(out, "once it has caught up: etcdctl member promote %x", id)
+		if !alreadyVoter {
+			j.step(out, "once it has caught up: etcdctl member promote %x (or etcdmedic member promote %s)", id, spec.Name)
+		}
 		return out, nil
 	}
 	j.step(out, "start %s: etcd %s", spec.Name, strings.Join(out.Start.Flags(), " "))
@@ -239,9 +241,8 @@ func initialCluster(ms []*etcdserverpb.Member, joining uint64, name string) stri
 		if m.ID == joining {
 			n = name
 		}
-		if n == "" {
-			continue // another member that never started: etcd would refuse an empty name
-		}
+		// A member that never started has no name yet; etcd expects it anyway, as "=URL"
+		// (what etcdctl member add prints), or it refuses with "member count is unequal".
 		for _, u := range m.PeerURLs {
 			parts = append(parts, n+"="+u)
 		}

@@ -1,6 +1,7 @@
 package member
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,9 +11,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -59,23 +62,30 @@ var ErrRefused = errors.New("refused")
 func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Replaced, error) {
 	out := &Replaced{Findings: []finding.Finding{}}
 	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	if err := validateSpec(spec); err != nil {
+		return nil, err
+	}
 	target := findMember(v, old)
-	pending := pendingLearners(v, spec.PeerURLs)
-	switch {
-	case len(v.Members) == 0:
-		return nil, fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
-	case v.Quorum.Lost():
-		return nil, fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
-	case len(pending) > 0:
-		return nil, fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(pending, ", "))
-	}
-	if target == nil && findByURLs(v, spec.PeerURLs) == nil {
-		return nil, fmt.Errorf("%w: no member %q in the cluster (members: %s)", ErrRefused, old, memberNames(v))
-	}
+	var replacing []string
 	if target != nil {
-		if err := quorumAfterRemoval(v, *target); err != nil {
-			return nil, err
+		replacing = []string{target.ID}
+	}
+	if err := checkChange(v, spec.PeerURLs, replacing); err != nil {
+		return nil, err
+	}
+	if target == nil {
+		if findByURLs(v, spec.PeerURLs) == nil && !r.DryRun {
+			r.say("member %s is not in the membership (removed by an earlier run?): going on with the add", old)
+		} else if findByURLs(v, spec.PeerURLs) == nil {
+			return nil, fmt.Errorf("%w: no member %q in the cluster (members: %s)", ErrRefused, old, memberNames(v))
 		}
+	} else if err := quorumAfterRemoval(v, *target); err != nil {
+		return nil, err
+	}
+	// Judge the new data dir before anything changes: a refusal after the remove would leave
+	// the cluster a member short.
+	if err := r.precheckDataDir(ctx, spec); err != nil {
+		return nil, err
 	}
 	plan := []string{fmt.Sprintf("snapshot the cluster into %s (sha256 checksummed) and verify it", r.BackupDir)}
 	if target != nil {
@@ -212,6 +222,9 @@ func (r *Replacer) snapshot(ctx context.Context, v *cluster.View) (*Backup, erro
 	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o600); err != nil {
 		return nil, err
 	}
+	if err := verifySnapshotFile(path, sum); err != nil {
+		return nil, err
+	}
 	rep, err := datadir.Inspect(path, datadir.Options{})
 	if err != nil || rep.Backend == nil {
 		return nil, fmt.Errorf("the snapshot %s does not read back: %v", path, err)
@@ -230,12 +243,14 @@ func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quar
 		return nil, fmt.Errorf("inspect the new member's data dir: %w", err)
 	}
 	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
-	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name, PeerURLs: spec.PeerURLs})
-	if verdict.Class == guard.Empty {
+	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name})
+	switch {
+	case verdict.Class == guard.Empty:
 		return nil, nil
-	}
-	if verdict.Class == guard.Unknown {
+	case verdict.Class == guard.Unknown:
 		return nil, fmt.Errorf("cannot judge the new member's data dir: %s", verdict.Reason)
+	case verdict.Safe || !verdict.Movable:
+		return nil, fmt.Errorf("%w: %s holds %s data (%s): it is not moved; give an empty or stale data dir", ErrRefused, spec.DataDir, verdict.Class, verdict.Reason)
 	}
 	r.say("%s holds %s data: quarantining it", spec.DataDir, verdict.Class)
 	return guard.Quarantine(spec.DataDir, rep, verdict, time.Now())
@@ -263,16 +278,53 @@ func findByURLs(v *cluster.View, urls []string) *cluster.MemberView {
 	return nil
 }
 
-// pendingLearners are learners other than the member being joined (a rerun finds its own).
-func pendingLearners(v *cluster.View, joiningURLs []string) []string {
+// pendingLearners are learners other than the member being joined (a rerun finds its own)
+// and the ones being replaced.
+func pendingLearners(v *cluster.View, joiningURLs []string, replacing []string) []string {
 	var out []string
 	self := findByURLs(v, joiningURLs)
 	for _, m := range v.Members {
-		if m.IsLearner && (self == nil || self.ID != m.ID) {
+		if m.IsLearner && (self == nil || self.ID != m.ID) && !slices.Contains(replacing, m.ID) {
 			out = append(out, label(m))
 		}
 	}
 	return out
+}
+
+// validateSpec checks the new member's name and URLs the way etcd will, before anything changes.
+func validateSpec(spec JoinSpec) error {
+	if spec.Name == "" || strings.ContainsAny(spec.Name, "=,") {
+		return fmt.Errorf("%w: member name %q: want a non-empty name without '=' or ','", ErrRefused, spec.Name)
+	}
+	if _, err := types.NewURLs(spec.PeerURLs); err != nil {
+		return fmt.Errorf("%w: --peer-urls: %v (want e.g. https://10.0.0.4:2380)", ErrRefused, err)
+	}
+	if len(spec.ClientURLs) > 0 {
+		if _, err := types.NewURLs(spec.ClientURLs); err != nil {
+			return fmt.Errorf("%w: --client-urls: %v", ErrRefused, err)
+		}
+	}
+	return nil
+}
+
+// precheckDataDir refuses a new data dir that must not be moved or cannot be judged.
+func (r *Replacer) precheckDataDir(ctx context.Context, spec JoinSpec) error {
+	if spec.DataDir == "" {
+		return nil
+	}
+	if _, err := os.Stat(spec.DataDir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{})
+	if err != nil {
+		return fmt.Errorf("%w: the new member's data dir: %v", ErrRefused, err)
+	}
+	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name})
+	if verdict.Class != guard.Empty && (verdict.Safe || !verdict.Movable || verdict.Class == guard.Unknown) {
+		return fmt.Errorf("%w: %s holds %s data (%s): give an empty or stale data dir", ErrRefused, spec.DataDir, verdict.Class, verdict.Reason)
+	}
+	return nil
 }
 
 // quorumAfterRemoval refuses a removal that would leave fewer voters up than a quorum.
@@ -321,25 +373,31 @@ func (r *Replacer) GuardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quar
 func Find(v *cluster.View, nameOrID string) *cluster.MemberView { return findMember(v, nameOrID) }
 
 // CheckChange refuses a membership change without quorum or with another learner pending.
-func CheckChange(v *cluster.View, joining []string) error {
+func CheckChange(v *cluster.View, joining []string) error { return checkChange(v, joining, nil) }
+
+func checkChange(v *cluster.View, joining, replacing []string) error {
 	switch {
 	case len(v.Members) == 0:
 		return fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
 	case v.Quorum.Lost():
-		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): recover quorum first", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
+		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
 	}
-	if p := pendingLearners(v, joining); len(p) > 0 {
-		return fmt.Errorf("%w: learner %s is still pending: promote or remove it first", ErrRefused, strings.Join(p, ", "))
+	if p := pendingLearners(v, joining, replacing); len(p) > 0 {
+		return fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(p, ", "))
 	}
 	return nil
 }
 
 // CheckRemove finds the member and refuses a removal that would lose quorum.
 func CheckRemove(v *cluster.View, nameOrID string) (*cluster.MemberView, error) {
-	if err := CheckChange(v, nil); err != nil && !strings.Contains(err.Error(), "learner") {
+	m := findMember(v, nameOrID)
+	var replacing []string
+	if m != nil {
+		replacing = []string{m.ID}
+	}
+	if err := checkChange(v, nil, replacing); err != nil && !strings.Contains(err.Error(), "learner") {
 		return nil, err
 	}
-	m := findMember(v, nameOrID)
 	if m == nil {
 		return nil, fmt.Errorf("%w: no member %q (members: %s)", ErrRefused, nameOrID, memberNames(v))
 	}
@@ -356,4 +414,41 @@ func Remove(ctx context.Context, cli *clientv3.Client, hexID string) error {
 		return cli.MemberRemove(ctx, uint64(id))
 	})
 	return err
+}
+
+// verifySnapshotFile reads a saved snapshot back: its sha256 must be the one computed while
+// writing, and the sha256 etcd appends to the stream (the last 32 bytes, when the size is a
+// multiple of 512 plus 32, as etcdutl snapshot restore checks) must match the db before it.
+func verifySnapshotFile(path, want string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	whole, body := sha256.New(), sha256.New()
+	size := st.Size()
+	hasTrailer := size%512 == sha256.Size
+	bodyLen := size
+	if hasTrailer {
+		bodyLen = size - sha256.Size
+	}
+	if _, err := io.CopyN(io.MultiWriter(whole, body), f, bodyLen); err != nil {
+		return fmt.Errorf("read back %s: %w", path, err)
+	}
+	trailer := make([]byte, size-bodyLen)
+	if _, err := io.ReadFull(f, trailer); err != nil {
+		return fmt.Errorf("read back %s: %w", path, err)
+	}
+	whole.Write(trailer)
+	if got := hex.EncodeToString(whole.Sum(nil)); got != want {
+		return fmt.Errorf("snapshot %s reads back with sha256 %s, written as %s", path, got, want)
+	}
+	if hasTrailer && !bytes.Equal(body.Sum(nil), trailer) {
+		return fmt.Errorf("snapshot %s: the db does not match the sha256 etcd appended to it (damaged in transfer)", path)
+	}
+	return nil
 }

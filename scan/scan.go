@@ -148,7 +148,10 @@ func (w *walker) skip(p string, err error) {
 // isDataDir: etcd's --data-dir holds member/, PD's also a join file.
 func isDataDir(dir string, names map[string]bool) bool {
 	if names["join"] {
-		return true
+		// PD's join file: a small regular file (a "join/" folder is someone else's).
+		if st, err := os.Lstat(filepath.Join(dir, "join")); err == nil && st.Mode().IsRegular() && st.Size() < 1<<20 {
+			return true
+		}
 	}
 	if !names["member"] {
 		return false
@@ -237,7 +240,7 @@ func newestModTime(dir string, t time.Time) time.Time {
 // Stale reports whether any found data dir must not rejoin as it is.
 func (r *Result) Stale() bool {
 	for _, f := range r.Found {
-		if f.Verdict != nil && !f.Verdict.Safe && f.Verdict.Class != guard.Unknown {
+		if f.Verdict != nil && !f.Verdict.Safe && f.Verdict.Movable {
 			return true
 		}
 	}

@@ -89,7 +89,11 @@ Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN or cou
 			switch {
 			case res.Verdict.Class == guard.Unknown:
 				return verdict{code: exitFailed}
-			case !res.Verdict.Safe && res.Quarantined == nil:
+			case res.Joined != nil:
+				return nil
+			case res.Quarantined != nil && len(res.Next) == 0:
+				return nil // emptied, and the member is already in the membership
+			case !res.Verdict.Safe || res.Quarantined != nil:
 				return verdict{code: exitCritical}
 			}
 			return nil
@@ -114,6 +118,9 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 	var report *datadir.Report
 	if _, err := os.Stat(o.dataDir); err == nil {
 		report, err = datadir.Inspect(o.dataDir, datadir.Options{})
+		if err == nil && report.Kind == datadir.KindDBFile {
+			return nil, failf("give the directory etcd runs with as --data-dir", "%s is a db file, not a data dir", o.dataDir)
+		}
 		if err != nil {
 			if errors.Is(err, datadir.ErrLocked) {
 				return nil, failf("guard runs before the member starts; stop it first", "a process is running on %s: %v", o.dataDir, err)
@@ -130,7 +137,11 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 			"Recover quorum first: etcdmedic doctor, then etcdmedic inspect on each stopped member.")
 		return res, nil
 	}
-	if !res.Verdict.Safe {
+	if !res.Verdict.Safe && res.Verdict.Class != guard.Empty {
+		if !res.Verdict.Movable {
+			res.Next = append(res.Next, "Do not start etcd on this data dir; etcdmedic will not move it either: "+res.Verdict.Reason)
+			return res, nil
+		}
 		if !o.fix {
 			res.Next = append(res.Next, "Do not start etcd on this data dir.",
 				fmt.Sprintf("Quarantine it (moved aside with checksums, never deleted): etcdmedic guard --data-dir %s --endpoints %s --fix", o.dataDir, o.endpointList()),
@@ -139,14 +150,14 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 		}
 		q, err := guard.Quarantine(o.dataDir, report, res.Verdict, time.Now())
 		if err != nil {
-			return nil, failf("nothing was deleted: run the same command again to finish the quarantine", "quarantine %s: %v", o.dataDir, err)
+			return nil, failf("nothing was deleted; whatever was moved is under "+o.dataDir+datadir.QuarantineFolder+" (or inside the data dir's "+datadir.QuarantineFolder+"); if the error is a checksum mismatch, compare the files by hand before anything else", "quarantine %s: %v", o.dataDir, err)
 		}
 		res.Quarantined = q
 	}
 	joinable := res.Verdict.Class == guard.Empty || res.Quarantined != nil
 	if !o.rejoin || !joinable {
-		if joinable {
-			res.Next = append(res.Next, fmt.Sprintf("The data dir is empty now: add the member (etcdctl --endpoints %s member add %s --learner --peer-urls=%s) and start it with --initial-cluster-state=existing.", o.endpointList(), orName(o.name), strings.Join(o.peerURLs, ",")))
+		if joinable && (len(o.peerURLs) == 0 || !guard.MemberAdded(view, o.peerURLs)) {
+			res.Next = append(res.Next, fmt.Sprintf("The data dir is empty: add the member before it starts (etcdctl --endpoints %s member add %s --learner --peer-urls=%s), then start it with --initial-cluster-state=existing, or rerun guard with --rejoin.", o.endpointList(), orName(o.name), strings.Join(o.peerURLs, ",")))
 		}
 		return res, nil
 	}

@@ -2,17 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
+	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
@@ -25,16 +23,11 @@ type liveCopyOptions struct {
 }
 
 func (o liveCopyOptions) client() (*clientv3.Client, error) {
-	var tlsConfig *tls.Config
-	if o.cacert != "" || o.cert != "" || o.key != "" || o.insecureSkipVerify {
-		info := transport.TLSInfo{TrustedCAFile: o.cacert, CertFile: o.cert, KeyFile: o.key, InsecureSkipVerify: o.insecureSkipVerify}
-		cfg, err := info.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("TLS setup: %w", err)
-		}
-		tlsConfig = cfg
+	conn := cluster.Conn{Endpoints: []string{o.endpoint}, CACert: o.cacert, Cert: o.cert, Key: o.key, InsecureSkipVerify: o.insecureSkipVerify, DialTimeout: 5 * time.Second, CommandTimeout: o.timeout}
+	if err := conn.Validate(); err != nil {
+		return nil, err
 	}
-	return clientv3.New(clientv3.Config{Endpoints: []string{o.endpoint}, DialTimeout: 5 * time.Second, TLS: tlsConfig, Logger: zap.NewNop()})
+	return conn.ClientFor(o.endpoint)
 }
 
 // inspectLiveCopy inspects a running member through a copy: its WAL and .snap files as they
