@@ -309,7 +309,7 @@ func (a *Applier) removeLeftovers(ctx context.Context, survivor PlanMember) erro
 
 func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 	if r, err := datadir.Inspect(m.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
-		v := guard.Verdict{Class: guard.Removed, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
+		v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
 		q, err := guard.Quarantine(m.DataDir, r, v, time.Now())
 		if err != nil {
 			return err

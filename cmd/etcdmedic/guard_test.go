@@ -150,8 +150,9 @@ func TestGuardForeignDataDir(t *testing.T) {
 	if code != exitCritical || g.Verdict.Class != guard.Foreign {
 		t.Fatalf("exit %d, %+v", code, g.Verdict)
 	}
+	// --fix without --rejoin: emptied, but not safe to start until the member is added.
 	code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix")
-	if code != exitOK || g.Quarantined == nil {
+	if code != exitCritical || g.Quarantined == nil || !strings.Contains(strings.Join(g.Next, " "), "member add") {
 		t.Fatalf("--fix: exit %d, %+v", code, g)
 	}
 	if err := guard.Verify(g.Quarantined.Dir); err != nil {
@@ -193,7 +194,7 @@ func TestGuardPDDataDirWithJoinFile(t *testing.T) {
 	c.RemoveMember(t, m3)
 	_, peer := newURLs(t)
 	code, g, _ := runGuard(t, "--data-dir", pd, "--name", "m3", "--peer-urls", peer, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix")
-	if code != exitOK || g.Verdict.Class != guard.Removed || g.Quarantined == nil {
+	if code != exitCritical || g.Verdict.Class != guard.Removed || g.Quarantined == nil {
 		t.Fatalf("exit %d, %+v", code, g)
 	}
 	if _, err := os.Stat(filepath.Join(pd, "join")); !os.IsNotExist(err) {
@@ -240,5 +241,26 @@ func TestGuardEmptyAndMissingDirsAreSafe(t *testing.T) {
 		if code, g, _ := runGuard(t, "--data-dir", dir, "--endpoints", c.Member("m1").ClientURL); code != exitOK || g.Verdict.Class != guard.Empty {
 			t.Errorf("%s: exit %d, %+v", dir, code, g.Verdict)
 		}
+	}
+	// With the member's peer URLs: safe only once it has been added, or etcd would bootstrap
+	// a cluster of its own.
+	_, peer := newURLs(t)
+	if code, g, _ := runGuard(t, "--data-dir", empty, "--name", "m2", "--peer-urls", peer, "--endpoints", c.Member("m1").ClientURL); code != exitCritical || g.Verdict.Safe {
+		t.Errorf("empty, member not added: exit %d, %+v", code, g.Verdict)
+	}
+	if _, err := c.Client(t).MemberAddAsLearner(t.Context(), []string{peer}); err != nil {
+		t.Fatal(err)
+	}
+	if code, g, _ := runGuard(t, "--data-dir", empty, "--name", "m2", "--peer-urls", peer, "--endpoints", c.Member("m1").ClientURL); code != exitOK || !g.Verdict.Safe {
+		t.Errorf("empty, member added: exit %d, %+v", code, g.Verdict)
+	}
+	// A directory of other things, and a bare db file: never moved, even with --fix.
+	other := t.TempDir()
+	writeFile(t, filepath.Join(other, "important.txt"), "not etcd")
+	if code, g, _ := runGuard(t, "--data-dir", other, "--endpoints", c.Member("m1").ClientURL, "--fix"); code != exitCritical || g.Quarantined != nil || g.Verdict.Movable {
+		t.Errorf("non-etcd dir: exit %d, %+v", code, g)
+	}
+	if _, err := os.Stat(filepath.Join(other, "important.txt")); err != nil {
+		t.Fatalf("guard moved a file that is not etcd's: %v", err)
 	}
 }
