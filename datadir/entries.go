@@ -89,7 +89,7 @@ const (
 // decodeAttributeChange finds a "publish my name and client URLs" request in a normal entry:
 // ClusterMemberAttrSet (etcd 3.5+) or a v2 PUT of /0/members/<id>/attributes (older members).
 func decodeAttributeChange(index, term uint64, data []byte) (*MembershipChange, error) {
-	var attrSet, v2 []byte
+	var attrSet, nested, method, path []byte
 	err := scanFields(data, func(num protowire.Number, typ protowire.Type, val []byte) {
 		if typ != protowire.BytesType {
 			return
@@ -97,12 +97,14 @@ func decodeAttributeChange(index, term uint64, data []byte) (*MembershipChange, 
 		switch num {
 		case internalFieldMemberAttrSet:
 			attrSet = val
-		case internalFieldV2:
-			v2 = val
+		case internalFieldV2: // InternalRaftRequest.V2, or a bare v2 Request's Method
+			nested, method = val, val
+		case v2FieldPath:
+			path = val
 		}
 	})
 	if err != nil {
-		return decodeV2AttributePut(index, term, data), nil
+		return nil, nil
 	}
 	if attrSet != nil {
 		var req membershippb.ClusterMemberAttrSetRequest
@@ -113,13 +115,15 @@ func decodeAttributeChange(index, term uint64, data []byte) (*MembershipChange, 
 			ID: ID(req.GetMember_ID()), Name: req.GetMemberAttributes().GetName(), ClientURLs: req.GetMemberAttributes().GetClientUrls(),
 		}}, nil
 	}
-	if v2 != nil {
-		if ch := decodeV2AttributePut(index, term, v2); ch != nil {
-			return ch, nil
-		}
+	// Members older than 3.5 wrote bare v2 requests; v3.5 wraps them in InternalRaftRequest.V2.
+	// Only these shapes are parsed further: a put never is.
+	if string(method) == "PUT" && strings.HasPrefix(string(path), "/0/members/") {
+		return decodeV2AttributePut(index, term, data), nil
 	}
-	// Members older than 3.5 wrote bare v2 requests.
-	return decodeV2AttributePut(index, term, data), nil
+	if nested != nil && len(nested) < 4096 && strings.Contains(string(nested), "/0/members/") {
+		return decodeV2AttributePut(index, term, nested), nil
+	}
+	return nil, nil
 }
 
 // decodeV2AttributePut reads a v2 etcdserverpb.Request and returns the attribute change if it

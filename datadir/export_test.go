@@ -1,7 +1,6 @@
 package datadir
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 )
@@ -11,7 +10,7 @@ import (
 // LastWALSegment returns the path of the newest WAL segment of a data dir and its last index.
 func LastWALSegment(dataDir string) (string, uint64, error) {
 	walDir := filepath.Join(dataDir, "member", "wal")
-	ws, err := readWAL(walDir)
+	ws, err := readWAL(walDir, filepath.Join(dataDir, "member", "snap"), true)
 	if err != nil {
 		return "", 0, err
 	}
@@ -29,7 +28,7 @@ func WALRecordBounds(path string) (last, end int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	w := &walReader{r: bufio.NewReader(f), name: filepath.Base(path), size: st.Size(), last: true}
+	w := &walReader{src: f, name: filepath.Base(path), size: st.Size(), last: true, full: true}
 	for {
 		before := w.off
 		if _, err := w.next(); err != nil {

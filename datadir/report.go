@@ -121,7 +121,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 	if len(segs) > 0 && walLocked(filepath.Join(walDir, segs[len(segs)-1].Name)) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrNotInspectable, walDir, ErrLocked)
 	}
-	ws, err := readWAL(walDir)
+	ws, err := readWAL(walDir, snapDir, opts.Deep)
 	if err != nil {
 		return nil, fmt.Errorf("%w: read WAL in %s: %v", ErrNotInspectable, walDir, err)
 	}
@@ -173,7 +173,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 			v2 = parsed
 		}
 		after = snapshot.Index
-	case r.Raft.SnapshotError != "" || ws.Segments[0].Index > 0:
+	case r.Raft.SnapshotError != "" || ws.Segments[ws.FirstSegment].Index > 0:
 		r.MembershipError = "the v2 store cannot be rebuilt: no readable snapshot, and the WAL no longer starts at the beginning"
 		v2Complete = false
 	}

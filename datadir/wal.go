@@ -1,7 +1,6 @@
 package datadir
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,9 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // WAL record types (etcd server/v3/storage/wal/wal.go).
@@ -52,11 +49,22 @@ type TailProblem struct {
 	Detail  string `json:"detail"`
 }
 
-// walRecord is one decoded, CRC-checked record.
+// walRecord is one decoded record. Data aliases the reader's buffer: it is valid until the
+// next call. When Skipped, only the start of a large entry was read (Data holds that start);
+// its payload was neither read nor CRC-checked.
 type walRecord struct {
-	Type int64
-	Data []byte
+	Type    int64
+	Data    []byte
+	Skipped bool
 }
+
+// bigRecordBytes: records larger than this are entries carrying user data (membership
+// records are tiny), so a quick read skips their payload instead of reading it.
+const bigRecordBytes = 64 << 10
+
+// headBytes is how much of a skipped record is read: the record's type and CRC, and the
+// entry's type, term and index.
+const headBytes = 96
 
 // listWALSegments returns the WAL segments in order, or an error naming the bad file.
 func listWALSegments(dir string) ([]WALSegment, error) {
@@ -93,59 +101,251 @@ func listWALSegments(dir string) ([]WALSegment, error) {
 }
 
 // walReader decodes records across segments the way etcd does: a zero length or the end of a
-// file moves to the next segment; each record's CRC chains from the previous one.
+// file moves to the next segment; each record's CRC chains from the previous one. Unless full,
+// it skips the payload of large entries (trusting their stored CRC as the chain's next link),
+// so that reading costs in proportion to the number of records, not to the data in them; the
+// last record of the newest segment, where a crash leaves damage, is always checked in full.
 type walReader struct {
-	r    *bufio.Reader
+	src  io.ReaderAt
 	name string
-	off  int64
 	size int64
+	off  int64
 	crc  uint32
 	last bool // the newest segment: only there is a torn write expected after a crash
+	full bool // read and check every record
+	win  window
+}
+
+// window serves byte ranges of a file from one buffer, refilled with one pread when a range
+// falls outside it.
+type window struct {
+	buf     []byte
+	off     int64
+	n       int
+	scratch []byte
+}
+
+func (w *walReader) at(off int64, n int) ([]byte, error) {
+	win := &w.win
+	if off >= win.off && off+int64(n) <= win.off+int64(win.n) {
+		return win.buf[off-win.off : off-win.off+int64(n)], nil
+	}
+	if n > 256<<10 {
+		if cap(win.scratch) < n {
+			win.scratch = make([]byte, n)
+		}
+		b := win.scratch[:n]
+		_, err := io.ReadFull(io.NewSectionReader(w.src, off, int64(n)), b)
+		return b, err
+	}
+	if win.buf == nil {
+		win.buf = make([]byte, 256<<10)
+	}
+	m, err := w.src.ReadAt(win.buf, off)
+	win.off, win.n = off, m
+	if m < n {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return win.buf[:m], err
+	}
+	return win.buf[:n], nil
+}
+
+// frameAt reads a frame header: the record's length and padding; ok is false at the end of
+// the segment (end of file, or preallocated zeros).
+func (w *walReader) frameAt(off int64) (recBytes, padBytes int64, ok bool, err error) {
+	if off >= w.size {
+		return 0, 0, false, nil
+	}
+	hdr, err := w.at(off, frameHeaderBytes)
+	if err != nil {
+		for _, b := range hdr {
+			if b != 0 {
+				return 0, 0, false, w.problem("truncated", fmt.Sprintf("frame header cut short after %d of 8 bytes", len(hdr)))
+			}
+		}
+		return 0, 0, false, nil
+	}
+	l := binary.LittleEndian.Uint64(hdr)
+	if l == 0 {
+		return 0, 0, false, nil
+	}
+	recBytes, padBytes = decodeFrameSize(int64(l))
+	return recBytes, padBytes, true, nil
 }
 
 // next returns the next record, io.EOF at the end of the segment, or a *TailProblem.
 func (w *walReader) next() (walRecord, error) {
-	var hdr [frameHeaderBytes]byte
-	n, err := io.ReadFull(w.r, hdr[:])
-	if err == io.EOF || (err == nil && binary.LittleEndian.Uint64(hdr[:]) == 0) {
-		return walRecord{}, io.EOF // end of file or of preallocated (zeroed) space
-	}
+	recBytes, padBytes, ok, err := w.frameAt(w.off)
 	if err != nil {
-		return walRecord{}, w.problem("truncated", fmt.Sprintf("frame header cut short after %d of 8 bytes", n))
+		return walRecord{}, err
 	}
-	recBytes, padBytes := decodeFrameSize(int64(binary.LittleEndian.Uint64(hdr[:])))
+	if !ok {
+		return walRecord{}, io.EOF
+	}
 	if recBytes > maxRecordBytes || recBytes+padBytes > w.size-w.off-frameHeaderBytes {
 		return walRecord{}, w.problem("truncated", fmt.Sprintf("record of %d bytes runs past the end of the file", recBytes))
 	}
-	buf := make([]byte, recBytes+padBytes)
-	if _, err := io.ReadFull(w.r, buf); err != nil {
+	if !w.full && recBytes > bigRecordBytes {
+		if rec, ok := w.skim(recBytes, padBytes); ok {
+			return rec, nil
+		}
+	}
+	buf, err := w.at(w.off+frameHeaderBytes, int(recBytes+padBytes))
+	if err != nil {
 		return walRecord{}, w.problem("truncated", "record cut short: "+err.Error())
 	}
-	var rec walpb.Record
-	if err := proto.Unmarshal(buf[:recBytes], &rec); err != nil {
+	typ, crc, data, err := parseRecord(buf[:recBytes])
+	if err != nil {
 		if w.tornWrite(buf) {
 			return walRecord{}, w.problem("torn-write", "a sector of the last record is all zeros (write interrupted by a crash)")
 		}
 		return walRecord{}, w.problem("undecodable", "record does not decode: "+err.Error())
 	}
-	if rec.GetType() == recordCRC {
+	if typ == recordCRC {
 		// A segment starts with the CRC of everything before it. Reading may start at any
 		// segment, so only check it against a running CRC we already have.
-		if w.crc != 0 && rec.GetCrc() != w.crc {
-			return walRecord{}, w.problem("crc-mismatch", fmt.Sprintf("segment starts with CRC %08x, previous segment ended with %08x", rec.GetCrc(), w.crc))
+		if w.crc != 0 && crc != w.crc {
+			return walRecord{}, w.problem("crc-mismatch", fmt.Sprintf("segment starts with CRC %08x, previous segment ended with %08x", crc, w.crc))
 		}
-		w.crc = rec.GetCrc()
+		w.crc = crc
 	} else {
-		w.crc = crc32.Update(w.crc, crcTable, rec.Data)
-		if rec.GetCrc() != w.crc {
+		want := crc32.Update(w.crc, crcTable, data)
+		if crc != want {
 			if w.tornWrite(buf) {
 				return walRecord{}, w.problem("torn-write", "a sector of the last record is all zeros (write interrupted by a crash)")
 			}
-			return walRecord{}, w.problem("crc-mismatch", fmt.Sprintf("record CRC %08x, expected %08x", rec.GetCrc(), w.crc))
+			return walRecord{}, w.problem("crc-mismatch", fmt.Sprintf("record CRC %08x, expected %08x", crc, want))
 		}
+		w.crc = crc
 	}
 	w.off += frameHeaderBytes + recBytes + padBytes
-	return walRecord{Type: rec.GetType(), Data: rec.Data}, nil
+	return walRecord{Type: typ, Data: data}, nil
+}
+
+// skim reads only the start of a large entry record. It declines (ok false) when the record
+// is not a plain normal entry, or is the last one of the newest segment: those are read whole.
+func (w *walReader) skim(recBytes, padBytes int64) (walRecord, bool) {
+	nextOff := w.off + frameHeaderBytes + recBytes + padBytes
+	if w.last {
+		if _, _, more, err := w.frameAt(nextOff); err != nil || !more {
+			return walRecord{}, false
+		}
+	}
+	head, err := w.at(w.off+frameHeaderBytes, headBytes)
+	if err != nil {
+		return walRecord{}, false
+	}
+	typ, crc, data, err := parseRecord(head)
+	if err != nil && !errors.Is(err, errCutShort) || typ != recordEntry {
+		return walRecord{}, false
+	}
+	if et, _, _, _, ok := parseEntry(data); !ok || et != entryNormal {
+		return walRecord{}, false
+	}
+	w.crc = crc // trusted: the next fully read record is checked against it
+	w.off = nextOff
+	return walRecord{Type: typ, Data: data, Skipped: true}, true
+}
+
+var errCutShort = errors.New("cut short")
+
+// parseRecord decodes a walpb.Record (type 1, crc 2, data 3) without copying its data. From a
+// record's first bytes only, it returns what it found and errCutShort.
+func parseRecord(b []byte) (typ int64, crc uint32, data []byte, err error) {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, 0, nil, protowire.ParseError(n)
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && wt == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return 0, 0, nil, protowire.ParseError(m)
+			}
+			typ, b = int64(v), b[m:]
+		case num == 2 && wt == protowire.VarintType:
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return 0, 0, nil, protowire.ParseError(m)
+			}
+			crc, b = uint32(v), b[m:]
+		case num == 3 && wt == protowire.BytesType:
+			l, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				return 0, 0, nil, protowire.ParseError(m)
+			}
+			b = b[m:]
+			if uint64(len(b)) < l {
+				return typ, crc, b, errCutShort
+			}
+			data, b = b[:l], b[l:]
+		default:
+			m := protowire.ConsumeFieldValue(num, wt, b)
+			if m < 0 {
+				return 0, 0, nil, protowire.ParseError(m)
+			}
+			b = b[m:]
+		}
+	}
+	return typ, crc, data, nil
+}
+
+const (
+	entryNormal     = 0
+	entryConfChange = 1
+)
+
+// parseEntry decodes a raftpb.Entry (type 1, term 2, index 3, data 4) without copying its
+// payload; from an entry's first bytes it still returns type, term and index (ok is false
+// only when those are not there).
+func parseEntry(b []byte) (typ, term, index uint64, payload []byte, ok bool) {
+	haveIndex := false
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			break
+		}
+		b = b[n:]
+		if wt == protowire.VarintType && num <= 3 {
+			v, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				break
+			}
+			b = b[m:]
+			switch num {
+			case 1:
+				typ = v
+			case 2:
+				term = v
+			case 3:
+				index, haveIndex = v, true
+			}
+			continue
+		}
+		if num == 4 && wt == protowire.BytesType {
+			l, m := protowire.ConsumeVarint(b)
+			if m < 0 {
+				break
+			}
+			b = b[m:]
+			if uint64(len(b)) < l {
+				payload = b
+				break
+			}
+			payload, b = b[:l], b[l:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, wt, b)
+		if m < 0 {
+			break
+		}
+		b = b[m:]
+	}
+	return typ, term, index, payload, haveIndex && term > 0
 }
 
 func (w *walReader) problem(kind, detail string) *TailProblem {
@@ -192,16 +392,16 @@ func decodeFrameSize(lenField int64) (recBytes, padBytes int64) {
 	return recBytes, padBytes
 }
 
-// readWALRecords calls fn for every valid record of every segment, in order. It stops at the
-// first problem and returns it as a *TailProblem (records before it were delivered).
-func readWALRecords(dir string, segs []WALSegment, fn func(walRecord) error) error {
+// readWALRecords calls fn for every record of segs, in order. It stops at the first problem
+// and returns it as a *TailProblem (records before it were delivered).
+func readWALRecords(dir string, segs []WALSegment, full bool, fn func(walRecord) error) error {
 	var crc uint32
 	for i, seg := range segs {
 		f, err := os.Open(filepath.Join(dir, seg.Name))
 		if err != nil {
 			return fmt.Errorf("open WAL segment: %w", err)
 		}
-		w := &walReader{r: bufio.NewReaderSize(f, 256<<10), name: seg.Name, size: seg.Bytes, crc: crc, last: i == len(segs)-1}
+		w := &walReader{src: f, name: seg.Name, size: seg.Bytes, crc: crc, last: i == len(segs)-1, full: full}
 		for {
 			rec, err := w.next()
 			if errors.Is(err, io.EOF) {

@@ -46,6 +46,7 @@ type walState struct {
 	ClusterID, MemberID ID
 	HardState           HardState
 	Segments            []WALSegment
+	FirstSegment        int // the segment reading started at (the newest snapshot's)
 	LastIndex, LastTerm uint64
 	Entries             int
 	Snapshots           []SnapshotMarker
@@ -53,10 +54,12 @@ type walState struct {
 	Tail                *TailProblem
 }
 
-// readWAL reads every segment of dir. A problem at the tail is recorded in Tail, not returned:
+// readWAL reads the WAL the way etcd does at start: from the segment that holds the newest
+// usable snapshot on (or from the first segment when there is none). full also reads and
+// checks the payload of every entry. A problem at the tail is recorded in Tail, not returned:
 // the records before it are still the member's history. Errors are for a WAL that cannot be
 // read at all.
-func readWAL(dir string) (*walState, error) {
+func readWAL(dir, snapDir string, full bool) (*walState, error) {
 	segs, err := listWALSegments(dir)
 	if err != nil {
 		return nil, err
@@ -64,9 +67,51 @@ func readWAL(dir string) (*walState, error) {
 	if len(segs) == 0 {
 		return nil, fmt.Errorf("no .wal segments in %s", dir)
 	}
-	st := &walState{Segments: segs}
+	snaps, _, _ := listSnapFiles(snapDir)
+	for i, sf := range snaps {
+		if i == 3 {
+			break // beyond a few snapshots back, reading everything costs no more
+		}
+		from := segmentFor(segs, sf.Index)
+		if from == 0 {
+			break
+		}
+		st, err := readWALFrom(dir, segs, from, full)
+		if err != nil {
+			return nil, err
+		}
+		if st.hasSnapshot(sf) {
+			return st, nil
+		}
+	}
+	return readWALFrom(dir, segs, 0, full)
+}
+
+// segmentFor is the index of the segment that holds raft index idx: the last one starting at
+// or before it.
+func segmentFor(segs []WALSegment, idx uint64) int {
+	at := 0
+	for i, s := range segs {
+		if s.Index <= idx {
+			at = i
+		}
+	}
+	return at
+}
+
+func (st *walState) hasSnapshot(sf snapFile) bool {
+	for _, m := range st.Snapshots {
+		if m.Index == sf.Index && m.Term == sf.Term {
+			return sf.Index <= st.HardState.Commit
+		}
+	}
+	return false
+}
+
+func readWALFrom(dir string, segs []WALSegment, from int, full bool) (*walState, error) {
+	st := &walState{Segments: segs, FirstSegment: from}
 	haveMeta := false
-	err = readWALRecords(dir, segs, func(rec walRecord) error {
+	err := readWALRecords(dir, segs[from:], full, func(rec walRecord) error {
 		switch rec.Type {
 		case recordMetadata:
 			var md etcdserverpb.Metadata
@@ -93,7 +138,7 @@ func readWAL(dir string) (*walState, error) {
 			}
 			st.Snapshots = append(st.Snapshots, SnapshotMarker{Index: s.GetIndex(), Term: s.GetTerm()})
 		case recordEntry:
-			return st.addEntry(rec.Data)
+			return st.addEntry(rec)
 		}
 		return nil
 	})
@@ -110,12 +155,11 @@ func readWAL(dir string) (*walState, error) {
 	return st, nil
 }
 
-func (st *walState) addEntry(data []byte) error {
-	var e raftpb.Entry
-	if err := proto.Unmarshal(data, &e); err != nil {
-		return fmt.Errorf("WAL entry does not decode: %w", err)
+func (st *walState) addEntry(rec walRecord) error {
+	etype, term, idx, payload, ok := parseEntry(rec.Data)
+	if !ok && !rec.Skipped {
+		return fmt.Errorf("WAL entry does not decode (no term or index)")
 	}
-	idx := e.GetIndex()
 	// A later entry at an index we already have replaces that entry and all after it: the
 	// leader overwrote an uncommitted tail.
 	if idx <= st.LastIndex {
@@ -127,16 +171,19 @@ func (st *walState) addEntry(data []byte) error {
 		}
 		st.Changes = keep
 	}
-	st.LastIndex, st.LastTerm = idx, e.GetTerm()
+	st.LastIndex, st.LastTerm = idx, term
 	st.Entries++
+	if rec.Skipped {
+		return nil // a large normal entry: user data, never a membership change
+	}
 	var ch *MembershipChange
 	var err error
-	switch e.GetType() {
-	case raftpb.EntryConfChange:
-		ch, err = decodeConfChange(idx, e.GetTerm(), e.Data)
-	case raftpb.EntryNormal:
-		if len(e.Data) > 0 {
-			ch, err = decodeAttributeChange(idx, e.GetTerm(), e.Data)
+	switch etype {
+	case entryConfChange:
+		ch, err = decodeConfChange(idx, term, payload)
+	case entryNormal:
+		if len(payload) > 0 {
+			ch, err = decodeAttributeChange(idx, term, payload)
 		}
 	}
 	if err != nil {
