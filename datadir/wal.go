@@ -141,7 +141,13 @@ func (w *walReader) at(off int64, n int) ([]byte, error) {
 	if win.buf == nil {
 		win.buf = make([]byte, 256<<10)
 	}
-	m, err := w.src.ReadAt(win.buf, off)
+	// Reading on from the window's end fills all of it; a jump (over a skimmed payload) reads
+	// one small block, so skimming large entries does not read their payload after all.
+	fill := win.buf
+	if off != win.off+int64(win.n) && n <= 4096 {
+		fill = win.buf[:4096]
+	}
+	m, err := w.src.ReadAt(fill, off)
 	win.off, win.n = off, m
 	if m < n {
 		if err == nil || errors.Is(err, io.EOF) {
