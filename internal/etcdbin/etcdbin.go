@@ -111,7 +111,7 @@ func path(ctx context.Context, t tool, version string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("create etcd cache dir: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(cache, version+".lock"))
+	unlock, err := LockFile(ctx, filepath.Join(cache, version+".lock"))
 	if err != nil {
 		return "", err
 	}
@@ -170,7 +170,9 @@ func build(ctx context.Context, t tool, version, dir, bin string) error {
 	return nil
 }
 
-func lockFile(ctx context.Context, path string) (func(), error) {
+// LockFile takes an exclusive flock on path (created if needed), waiting until ctx ends; the
+// returned func releases it. Parallel test processes build each binary once this way.
+func LockFile(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open build lock %s: %w", path, err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,9 +15,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 )
@@ -89,7 +85,7 @@ func buildEtcdmedic() (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
 	defer cancel()
-	unlock, err := lockFile(ctx, filepath.Join(dir, "build.lock"))
+	unlock, err := etcdbin.LockFile(ctx, filepath.Join(dir, "build.lock"))
 	if err != nil {
 		return "", err
 	}
@@ -168,28 +164,4 @@ func moduleRoot() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("find the %s module root (go.mod) above %s", modulePath, strings.Join(starts, ", "))
-}
-
-// lockFile takes an exclusive flock on path, waiting until ctx ends.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open build lock %s: %w", path, err)
-	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("wait for another build (%s): %w", path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
