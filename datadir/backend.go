@@ -248,6 +248,13 @@ func (be *Backend) readRevision(b *bolt.Bucket) {
 // use (the db size less its free pages), which etcd reports as "DB SIZE IN USE".
 func deepCheck(tx *bolt.Tx, db *bolt.DB) *DeepCheck {
 	dc := &DeepCheck{PageErrors: []string{}}
+	// Walk every bucket here first: bbolt's checker runs in a goroutine of its own, where a
+	// page pointer past the mapping would crash the process; in this goroutine the fault is
+	// turned into an error (readBackend's SetPanicOnFault and recover).
+	tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		walkBucket(b, 0)
+		return nil
+	})
 	for err := range tx.Check() {
 		if len(dc.PageErrors) < 20 { // keep reading: the checker stops only when drained
 			dc.PageErrors = append(dc.PageErrors, err.Error())
@@ -259,4 +266,19 @@ func deepCheck(tx *bolt.Tx, db *bolt.DB) *DeepCheck {
 	st := db.Stats()
 	dc.SizeInUseBytes = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(db.Info().PageSize)
 	return dc
+}
+
+// walkBucket touches every key and nested bucket of b.
+func walkBucket(b *bolt.Bucket, depth int) {
+	if depth > 16 {
+		return
+	}
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v == nil {
+			if nb := b.Bucket(k); nb != nil {
+				walkBucket(nb, depth+1)
+			}
+		}
+	}
 }
