@@ -70,6 +70,7 @@ func newURLs(t *testing.T) (client, peer string) {
 func TestIncident1StaleVolumeRejoinsFresh(t *testing.T) {
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
+	waitAcked(t, ledger, 20)
 
 	m3 := c.Member("m3")
 	if err := m3.Stop(); err != nil {

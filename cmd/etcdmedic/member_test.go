@@ -20,6 +20,7 @@ import (
 func TestMemberReplaceUnderLoad(t *testing.T) {
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
+	waitAcked(t, ledger, 20)
 	c.Member("m3").Kill()
 	eps := strings.Join([]string{c.Member("m1").ClientURL, c.Member("m2").ClientURL}, ",")
 	client, peer := newURLs(t)
@@ -109,5 +110,16 @@ func TestMemberAddRefusedWhileALearnerIsPending(t *testing.T) {
 	code, out, errOut := runCLI(t, "member", "add", "--name", "l2", "--peer-urls", peer, "--endpoints", c.Member("m1").ClientURL)
 	if code != exitOK || !strings.Contains(out, "--initial-cluster-state existing") {
 		t.Fatalf("add: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// waitAcked waits (bounded) until the ledger has n acknowledged writes: the load is really on.
+func waitAcked(t *testing.T, l *etcdtest.Ledger, n int) {
+	t.Helper()
+	for i := 0; i < 200 && len(l.Acked()) < n; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(l.Acked()) < n {
+		t.Fatalf("the write load got only %d writes acknowledged in 10 s", len(l.Acked()))
 	}
 }

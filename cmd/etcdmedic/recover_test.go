@@ -27,7 +27,7 @@ func quorumLost(t *testing.T) (*etcdtest.Cluster, *etcdtest.Ledger) {
 		killLocalMember(t, m.DataDir) // recovery restarts members as detached local processes
 	}
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 80})
-	time.Sleep(1500 * time.Millisecond)
+	waitAcked(t, ledger, 40)
 	m3 := c.Member("m3")
 	m3.Kill()
 	if err := os.RemoveAll(m3.DataDir); err != nil { // the operator wiped it (incident 2)
@@ -199,5 +199,72 @@ func TestRecoverRefusesBadInput(t *testing.T) {
 	os.WriteFile(filepath.Join(planDir, "plan.json"), []byte("{not json"), 0o600)
 	if code, _, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitFailed || !strings.Contains(errOut, "not a plan") {
 		t.Fatalf("garbage plan: exit %d %s", code, errOut)
+	}
+}
+
+// Five members of etcd v3.5.24 lost one after another under write load: each stopped at a
+// different raft index. The survivor must be one of the two with the most history, the plan must
+// show what the others lack, and the recovery (run by the same v3.5 binary) must lose nothing.
+func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 5, Version: etcdtest.V3_5_24})
+	for _, m := range c.Members() {
+		killLocalMember(t, m.DataDir)
+	}
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 80})
+	waitAcked(t, ledger, 20)
+	for _, name := range []string{"m5", "m4", "m3"} {
+		time.Sleep(1200 * time.Millisecond)
+		c.Member(name).Kill()
+	}
+	time.Sleep(500 * time.Millisecond)
+	ledger.Stop()
+
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	args := recoverPlanArgs(t, c, planDir, backups)
+	for i, a := range args {
+		if a == "--etcd-command" {
+			args[i+1] = etcdtest.Binary(t, etcdtest.V3_5_24).Path
+		}
+	}
+	code, out, errOut := runCLI(t, append(args, "-w", "json")...)
+	if code != exitOK {
+		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var pr recoverPlanResult
+	if err := json.Unmarshal([]byte(out), &pr); err != nil {
+		t.Fatal(err)
+	}
+	if s := pr.Plan.Survivor; s != "m1" && s != "m2" {
+		t.Fatalf("survivor %s, want m1 or m2 (the last ones up)", s)
+	}
+	for _, cand := range pr.Plan.Assessment.Candidates {
+		if (cand.Name == "m4" || cand.Name == "m5") && (cand.IndexGap == 0 || cand.Rejected != "") {
+			t.Errorf("%s stopped early: want a usable candidate that lacks entries, got %+v", cand.Name, cand)
+		}
+	}
+	if code, out, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitOK {
+		t.Fatalf("recover apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var eps []string
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+	}
+	code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 5 && len(d.Findings) == 0 })
+	if code != exitOK {
+		t.Fatalf("doctor after recovery: exit %d %s", code, d.ids())
+	}
+	for _, m := range d.Members {
+		if m.Probe == nil || m.Probe.Status == nil || m.Probe.Status.Version != "3.5.24" {
+			t.Errorf("%s does not run v3.5.24 after recovery: %+v", m.Name, m.Probe)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	missing, err := etcdtest.MissingWrites(t.Context(), cli, ledger.Acked())
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
 	}
 }
