@@ -5,6 +5,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/scan"
+	"github.com/etcdmedic/etcdmedic/upgrade"
 )
 
 // printer renders each command's result; one implementation per -w format, as etcdutl does.
@@ -19,6 +20,7 @@ type printer interface {
 	RecoverPlan(w io.Writer, r recoverPlanResult) error
 	RecoverApply(w io.Writer, r recoverApplyResult) error
 	Drill(w io.Writer, r drillResult) error
+	UpgradeCheck(w io.Writer, r *upgrade.Report) error
 }
 
 func printerFor(format string) (printer, error) {

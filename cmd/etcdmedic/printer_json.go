@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/scan"
+	"github.com/etcdmedic/etcdmedic/upgrade"
 )
 
 // jsonPrinter writes every result as indented JSON: the documented, machine-readable form.
@@ -36,3 +37,5 @@ func (jsonPrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error { return 
 func (jsonPrinter) RecoverApply(w io.Writer, r recoverApplyResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Drill(w io.Writer, r drillResult) error { return writeJSON(w, r) }
+
+func (jsonPrinter) UpgradeCheck(w io.Writer, r *upgrade.Report) error { return writeJSON(w, r) }

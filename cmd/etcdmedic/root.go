@@ -68,6 +68,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newMemberCommand(opts),
 		newRecoverCommand(opts),
 		newDrillCommand(opts),
+		newUpgradeCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

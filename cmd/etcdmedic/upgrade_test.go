@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/upgrade"
+)
+
+// v3519WithPromotedLearners is incident 3's cluster: one v3.5.19 member, two members added as
+// learners and promoted.
+func v3519WithPromotedLearners(t *testing.T) *etcdtest.Cluster {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19})
+	for _, name := range []string{"m2", "m3"} {
+		m := c.AddMember(t, name, etcdtest.AddOptions{Learner: true})
+		c.PromoteMember(t, m)
+	}
+	return c
+}
+
+func upgradeCheck(t *testing.T, args ...string) (int, *upgrade.Report) {
+	t.Helper()
+	code, out, errOut := runCLI(t, append([]string{"upgrade", "check", "-w", "json"}, args...)...)
+	var rep upgrade.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("upgrade check printed no JSON (exit %d): %v\n%s", code, err, errOut)
+	}
+	return code, &rep
+}
+
+func hasUpgradeFinding(rep *upgrade.Report, id string) bool {
+	for _, f := range rep.Findings {
+		if f.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func TestUpgradeCheckBlocksIncident3(t *testing.T) {
+	c := v3519WithPromotedLearners(t)
+	eps := strings.Join(c.Endpoints(), ",")
+
+	// Online, v3.5 shows only the v2 store: blocked by the version, and drift unknown.
+	code, rep := upgradeCheck(t, "--to", "v3.6.16", "--endpoints", eps)
+	if code != exitCritical || rep.Verdict != "BLOCKED" || !hasUpgradeFinding(rep, upgrade.IDTooOld) || !hasUpgradeFinding(rep, upgrade.IDMembershipUnknown) {
+		t.Fatalf("online: exit %d %+v", code, rep.Findings)
+	}
+	// With each member's db fetched, the drift itself shows, member by member.
+	code, rep = upgradeCheck(t, "--to", "v3.6.16", "--endpoints", eps, "--fetch-backends")
+	if code != exitCritical || !hasUpgradeFinding(rep, upgrade.IDMembershipDrift) || hasUpgradeFinding(rep, upgrade.IDMembershipUnknown) {
+		t.Fatalf("--fetch-backends: exit %d %+v", code, rep.Findings)
+	}
+	if len(rep.Path) < 3 || !strings.Contains(strings.Join(rep.Path, " "), "v3.5.24") {
+		t.Errorf("the path should go through v3.5.24: %v", rep.Path)
+	}
+	// Offline, from the stopped members' data dirs.
+	var dirs []string
+	for _, m := range c.Members() {
+		m.Stop()
+		dirs = append(dirs, "--data-dir", m.Name+"="+m.DataDir)
+	}
+	code, rep = upgradeCheck(t, append([]string{"--to", "v3.6.16", "--from", "v3.5.19"}, dirs...)...)
+	if code != exitCritical || !hasUpgradeFinding(rep, upgrade.IDMembershipDrift) {
+		t.Fatalf("offline: exit %d %+v", code, rep.Findings)
+	}
+}
+
+// A cluster built on a fixed version is SAFE for v3.6, and blocked for v3.7 (one minor at a time).
+func TestUpgradeCheckSafeOnFixedVersion(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_24})
+	m := c.AddMember(t, "m2", etcdtest.AddOptions{Learner: true})
+	c.PromoteMember(t, m)
+	eps := strings.Join(c.Endpoints(), ",")
+	code, rep := upgradeCheck(t, "--to", "v3.6.16", "--endpoints", eps, "--fetch-backends")
+	if code != exitOK || rep.Verdict != "SAFE" {
+		t.Fatalf("v3.5.24 -> v3.6.16: exit %d %s %+v", code, rep.Verdict, rep.Findings)
+	}
+	code, rep = upgradeCheck(t, "--to", "v3.7.3", "--endpoints", eps, "--fetch-backends")
+	if code != exitCritical || !hasUpgradeFinding(rep, upgrade.IDSkipsMinor) {
+		t.Fatalf("v3.5 -> v3.7: exit %d %+v", code, rep.Findings)
+	}
+	if code, _, errOut := runCLI(t, "upgrade", "check", "--to", "banana", "--endpoints", eps); code != exitFailed || !strings.Contains(errOut, "--to") {
+		t.Fatalf("bad --to: exit %d %s", code, errOut)
+	}
+}
