@@ -170,8 +170,13 @@ func (r *Replacer) say(format string, a ...any) {
 	}
 }
 
-// snapshot saves the leader's (or any voter's) db with its checksum, then reads it back.
 func (r *Replacer) snapshot(ctx context.Context, v *cluster.View) (*Backup, error) {
+	return SaveSnapshot(ctx, r.Conn, v, r.BackupDir, r.Now)
+}
+
+// SaveSnapshot saves the leader's (or any voter's) db into dir with its checksum, then reads
+// it back: the backup taken before a membership change or an upgrade.
+func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir string, clock func() time.Time) (*Backup, error) {
 	from := ""
 	if m := v.MemberByID(v.Leader()); m != nil && m.Up() {
 		from = m.Probe.Endpoint
@@ -181,15 +186,18 @@ func (r *Replacer) snapshot(ctx context.Context, v *cluster.View) (*Backup, erro
 			from = m.Probe.Endpoint
 		}
 	}
-	if err := os.MkdirAll(r.BackupDir, 0o700); err != nil {
+	if from == "" {
+		return nil, errors.New("no voter answers to take a snapshot from")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	now := time.Now
-	if r.Now != nil {
-		now = r.Now
+	if clock != nil {
+		now = clock
 	}
-	path := filepath.Join(r.BackupDir, fmt.Sprintf("%s-cluster-%s.snapshot.db", now().UTC().Format("20060102T150405Z"), v.ClusterID))
-	cli, err := r.Conn.ClientFor(from)
+	path := filepath.Join(dir, fmt.Sprintf("%s-cluster-%s.snapshot.db", now().UTC().Format("20060102T150405Z"), v.ClusterID))
+	cli, err := conn.ClientFor(from)
 	if err != nil {
 		return nil, err
 	}

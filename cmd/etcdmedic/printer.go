@@ -21,6 +21,7 @@ type printer interface {
 	RecoverApply(w io.Writer, r recoverApplyResult) error
 	Drill(w io.Writer, r drillResult) error
 	UpgradeCheck(w io.Writer, r *upgrade.Report) error
+	UpgradePlan(w io.Writer, p *upgrade.Plan) error
 }
 
 func printerFor(format string) (printer, error) {

@@ -39,3 +39,5 @@ func (jsonPrinter) RecoverApply(w io.Writer, r recoverApplyResult) error { retur
 func (jsonPrinter) Drill(w io.Writer, r drillResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) UpgradeCheck(w io.Writer, r *upgrade.Report) error { return writeJSON(w, r) }
+
+func (jsonPrinter) UpgradePlan(w io.Writer, p *upgrade.Plan) error { return writeJSON(w, p) }

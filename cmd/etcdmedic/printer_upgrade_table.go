@@ -27,3 +27,15 @@ func (tablePrinter) UpgradeCheck(w io.Writer, r *upgrade.Report) error {
 	}
 	return nil
 }
+
+func (tablePrinter) UpgradePlan(w io.Writer, p *upgrade.Plan) error {
+	fmt.Fprintf(w, "UPGRADE %s -> %s (check: %s)\n", p.From, p.Target, p.Check.Verdict)
+	for i, h := range p.Hops {
+		fmt.Fprintf(w, "HOP %d  %s: %s\n", i+1, h.Version, h.Why)
+	}
+	fmt.Fprintln(w)
+	for i, s := range p.Steps {
+		fmt.Fprintf(w, "%2d. %s\n", i+1, s.Title)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ func newUpgradeCommand(opts *globalOptions) *cobra.Command {
 		Use:   "upgrade",
 		Short: "Upgrade preflight: version hazards and membership drift (incident 3)",
 	}
-	cmd.AddCommand(newUpgradeCheckCommand(opts))
+	cmd.AddCommand(newUpgradeCheckCommand(opts), newUpgradePlanCommand(opts), newUpgradeApplyCommand(opts))
 	return cmd
 }
 
@@ -46,52 +47,9 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 			if err != nil || to == "" {
 				return failf("e.g. --to v3.6.16", "--to: %v", err)
 			}
-			var facts []upgrade.MemberFacts
-			var current *upgrade.Version
-			online := cmd.Flags().Changed("endpoints") || cf.kubeadm != ""
-			if online {
-				if err := cf.resolve(cmd.Flags()); err != nil {
-					return err
-				}
-				v := cluster.Diagnose(cmd.Context(), cf.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
-				for _, m := range v.Members {
-					f := upgrade.MemberFacts{Name: m.Name, Source: "live status", Drifts: nil}
-					if m.Up() {
-						f.Version, f.StorageVersion = m.Probe.Status.Version, m.Probe.Status.StorageVersion
-						if ver, err := upgrade.ParseVersion(f.Version); err == nil && (current == nil || ver.LessThan(*current)) {
-							current = ver
-						}
-						if fetch && !m.IsLearner {
-							f = fetchFacts(cmd.Context(), cf.conn, m, f)
-						}
-					} else {
-						f.Error = "not reachable"
-					}
-					facts = append(facts, f)
-				}
-				if len(facts) == 0 {
-					return failf("check --endpoints and the certificates", "no member answered")
-				}
-			}
-			members, err := parseOptionalDataDirs(dataDirs)
+			facts, current, _, err := gatherFacts(cmd, &cf, dataDirs, from, fetch)
 			if err != nil {
 				return err
-			}
-			for _, m := range members {
-				r, err := datadir.Inspect(m.DataDir, datadir.Options{})
-				if err != nil {
-					return inspectError(err)
-				}
-				f := upgrade.FactsFromReport(m.Name, "data dir", r)
-				facts = mergeFacts(facts, f)
-			}
-			if from != "" {
-				if current, err = upgrade.ParseVersion(from); err != nil {
-					return failf("", "--from: %v", err)
-				}
-			}
-			if current == nil {
-				return failf("give --from v3.5.x for data dirs of stopped members, or --endpoints", "the current version is unknown")
 			}
 			rep := upgrade.Check(current, target, facts)
 			p, _ := printerFor(opts.writeOut)
@@ -183,4 +141,169 @@ func fetchFacts(ctx context.Context, conn cluster.Conn, m cluster.MemberView, f 
 		got.StorageVersion = f.StorageVersion
 	}
 	return got
+}
+
+// gatherFacts collects versions (live) and membership (data dirs, or fetched dbs) of a cluster.
+func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, from string, fetch bool) ([]upgrade.MemberFacts, *upgrade.Version, *cluster.View, error) {
+	var facts []upgrade.MemberFacts
+	var current *upgrade.Version
+	var view *cluster.View
+	online := cmd.Flags().Changed("endpoints") || cf.kubeadm != ""
+	if online {
+		if err := cf.resolve(cmd.Flags()); err != nil {
+			return nil, nil, nil, err
+		}
+		view = cluster.Diagnose(cmd.Context(), cf.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+		for _, m := range view.Members {
+			f := upgrade.MemberFacts{Name: m.Name, Source: "live status", Drifts: nil}
+			if m.Up() {
+				f.Version, f.StorageVersion = m.Probe.Status.Version, m.Probe.Status.StorageVersion
+				if ver, err := upgrade.ParseVersion(f.Version); err == nil && (current == nil || ver.LessThan(*current)) {
+					current = ver
+				}
+				if fetch && !m.IsLearner {
+					f = fetchFacts(cmd.Context(), cf.conn, m, f)
+				}
+			} else {
+				f.Error = "not reachable"
+			}
+			facts = append(facts, f)
+		}
+		if len(facts) == 0 {
+			return nil, nil, nil, failf("check --endpoints and the certificates", "no member answered")
+		}
+	}
+	members, err := parseOptionalDataDirs(dataDirs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, m := range members {
+		r, err := datadir.Inspect(m.DataDir, datadir.Options{})
+		if err != nil {
+			return nil, nil, nil, inspectError(err)
+		}
+		f := upgrade.FactsFromReport(m.Name, "data dir", r)
+		facts = mergeFacts(facts, f)
+	}
+	if from != "" {
+		if current, err = upgrade.ParseVersion(from); err != nil {
+			return nil, nil, nil, failf("", "--from: %v", err)
+		}
+	}
+	if current == nil {
+		return nil, nil, nil, failf("give --from v3.5.x for data dirs of stopped members, or --endpoints", "the current version is unknown")
+	}
+	return facts, current, view, nil
+}
+
+func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
+	var cf connFlags
+	var to, backupDir, planDir string
+	var dataDirs, binaries, etcdFlags []string
+	cmd := &cobra.Command{
+		Use:   "plan --to VERSION --endpoints ... --data-dir NAME=PATH... --etcd-binary VERSION=PATH... --backup-dir DIR --plan-dir DIR",
+		Short: "Write a rolling upgrade plan: the safe hops (through v3.5.24+ and a full restart when needed), member by member",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, err := upgrade.ParseVersion(to)
+			if err != nil || to == "" {
+				return failf("e.g. --to v3.6.16", "--to: %v", err)
+			}
+			if planDir == "" {
+				return failf("", "--plan-dir is required")
+			}
+			bins := map[string]string{}
+			for _, b := range binaries {
+				ver, path, ok := strings.Cut(b, "=")
+				if !ok {
+					return failf("", "--etcd-binary %q: want VERSION=PATH", b)
+				}
+				if _, err := upgrade.ParseVersion(ver); err != nil {
+					return failf("", "--etcd-binary %q: %v", b, err)
+				}
+				bins[ver] = path
+			}
+			dirs, err := parseOptionalDataDirs(dataDirs)
+			if err != nil {
+				return err
+			}
+			facts, current, view, err := gatherFacts(cmd, &cf, nil, "", true)
+			if err != nil {
+				return err
+			}
+			if view == nil {
+				return failf("", "upgrade plan needs the live cluster: --endpoints")
+			}
+			var members []upgrade.Member
+			for _, m := range view.Members {
+				dir := ""
+				for _, d := range dirs {
+					if d.Name == m.Name {
+						dir = d.DataDir
+					}
+				}
+				if dir == "" {
+					return failf("the upgrade restarts each member as a local process on its data dir", "no --data-dir for member %s", m.Name)
+				}
+				members = append(members, upgrade.Member{Name: m.Name, DataDir: dir, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+			}
+			check := upgrade.Check(current, target, facts)
+			p, err := upgrade.NewPlan(check, current, target, members, bins, backupDir, etcdFlags, time.Now())
+			if err != nil {
+				return failf("", "%v", err)
+			}
+			if err := p.Save(planDir); err != nil {
+				return failf("", "%v", err)
+			}
+			pr, _ := printerFor(opts.writeOut)
+			return pr.UpgradePlan(cmd.OutOrStdout(), p)
+		},
+	}
+	cf.register(cmd.Flags())
+	cmd.Flags().StringVar(&to, "to", "", "the target version")
+	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "each member's data dir as NAME=PATH (the member is restarted on it)")
+	cmd.Flags().StringArrayVar(&binaries, "etcd-binary", nil, "an etcd binary as VERSION=PATH, for the target and every intermediate version (repeatable)")
+	cmd.Flags().StringVar(&backupDir, "backup-dir", "", "where the snapshot taken before the upgrade goes")
+	cmd.Flags().StringVar(&planDir, "plan-dir", "", "where the plan and its journal go")
+	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member restarts with (repeatable)")
+	return cmd
+}
+
+func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
+	var cf connFlags
+	var yes bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "apply PLAN_DIR --yes",
+		Short: "Carry out (or resume) an upgrade plan, one member at a time, stopping on any regression",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := upgrade.LoadPlan(args[0])
+			if err != nil {
+				return failf("", "%v", err)
+			}
+			pr, _ := printerFor(opts.writeOut)
+			if !yes {
+				pr.UpgradePlan(cmd.OutOrStdout(), p)
+				return failf("read the plan above, then run again with --yes", "apply restarts every member: it needs --yes")
+			}
+			if err := cf.resolve(cmd.Flags()); err != nil {
+				return err
+			}
+			ap := &upgrade.Applier{Plan: p, Dir: args[0], Conn: cf.conn, Out: cmd.ErrOrStderr(), Timeout: timeout}
+			timings, err := ap.Apply(cmd.Context())
+			for _, t := range timings {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %s\n", t.Step, t.Duration.Round(10*time.Millisecond))
+			}
+			if err != nil {
+				return failf(fmt.Sprintf("fix the cause, then run etcdmedic upgrade apply %s --yes again: done steps are skipped", args[0]), "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "upgraded to %s\n", p.Target)
+			return nil
+		},
+	}
+	cf.register(cmd.Flags())
+	cmd.Flags().BoolVar(&yes, "yes", false, "really restart the members")
+	cmd.Flags().DurationVar(&timeout, "step-timeout", 2*time.Minute, "how long a restarted member may take to serve and catch up")
+	return cmd
 }

@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/upgrade"
@@ -85,4 +89,51 @@ func TestUpgradeCheckSafeOnFixedVersion(t *testing.T) {
 	if code, _, errOut := runCLI(t, "upgrade", "check", "--to", "banana", "--endpoints", eps); code != exitFailed || !strings.Contains(errOut, "--to") {
 		t.Fatalf("bad --to: exit %d %s", code, errOut)
 	}
+}
+
+// Incident 3 repaired: the v3.5.19 cluster whose promoted learners are still learners in its v3
+// store follows etcdmedic's plan (v3.5.24, a restart of every member on it, then v3.6) and
+// reaches v3.6 under write load with no acknowledged write lost.
+func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
+	c := v3519WithPromotedLearners(t)
+	for _, m := range c.Members() {
+		killLocalMember(t, m.DataDir)
+	}
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 30})
+	waitAcked(t, ledger, 10)
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	var eps []string
+	args := []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", backups,
+		"--etcd-binary", "v3.5.24=" + etcdtest.Binary(t, etcdtest.V3_5_24).Path,
+		"--etcd-binary", "v3.6.16=" + etcdtest.Binary(t, etcdtest.V3_6).Path}
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
+	}
+	args = append(args, "--endpoints", strings.Join(eps, ","))
+	code, out, errOut := runCLI(t, args...)
+	if code != exitOK || !strings.Contains(out, "HOP 2") || !strings.Contains(out, "check: BLOCKED") {
+		t.Fatalf("upgrade plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "upgrade", "apply", planDir, "--yes")
+	if code != exitOK {
+		t.Fatalf("upgrade apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, rep := upgradeCheck(t, "--to", "v3.7.3", "--endpoints", strings.Join(eps, ","), "--fetch-backends")
+	for _, m := range rep.Members {
+		if m.Version != "3.6.16" || len(m.Drifts) != 0 {
+			t.Errorf("%s after the upgrade: version %s, drifts %+v", m.Name, m.Version, m.Drifts)
+		}
+	}
+	ledger.Stop()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	missing, err := etcdtest.MissingWrites(t.Context(), cli, ledger.Acked())
+	if err != nil || len(missing) != 0 {
+		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
+	}
+	t.Logf("v3.5.19 -> v3.5.24 -> restart -> v3.6.16 with %d acknowledged writes, none lost", len(ledger.Acked()))
 }

@@ -1,0 +1,247 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/finding"
+	"github.com/etcdmedic/etcdmedic/member"
+	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// Applier carries out an upgrade plan through the local process runtime.
+type Applier struct {
+	Plan    *Plan
+	Dir     string
+	Conn    cluster.Conn // TLS and timeouts; endpoints come from the plan
+	Out     io.Writer
+	Timeout time.Duration
+}
+
+// Apply runs the plan's steps, skipping those the journal says are done.
+func (a *Applier) Apply(ctx context.Context) ([]plan.Timing, error) {
+	if a.Timeout == 0 {
+		a.Timeout = 2 * time.Minute
+	}
+	j, err := plan.OpenJournal(a.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ex := &plan.Executor{Journal: j, Out: a.Out}
+	return ex.Run(ctx, a.Plan.Steps, a.run)
+}
+
+func (a *Applier) conn(endpoints ...string) cluster.Conn {
+	c := a.Conn
+	c.Endpoints = endpoints
+	if len(endpoints) == 0 {
+		for _, m := range a.Plan.Members {
+			c.Endpoints = append(c.Endpoints, m.ClientURLs...)
+		}
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = 3 * time.Second
+	}
+	return c
+}
+
+func (a *Applier) run(ctx context.Context, s plan.Step) error {
+	switch {
+	case s.ID == "snapshot":
+		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		b, err := member.SaveSnapshot(ctx, a.conn(), v, a.Plan.BackupDir, nil)
+		if err == nil {
+			fmt.Fprintf(a.Out, "    %s (%d bytes, sha256 %s)\n", b.Path, b.Bytes, b.SHA256)
+		}
+		return err
+	case strings.HasPrefix(s.ID, "hop"):
+		h, name, ok := stepParts(s.ID)
+		if !ok || h >= len(a.Plan.Hops) {
+			return fmt.Errorf("unknown step %q", s.ID)
+		}
+		return a.restart(ctx, a.Plan.member(name), a.Plan.Hops[h])
+	case strings.HasPrefix(s.ID, "check"):
+		var h int
+		fmt.Sscanf(strings.TrimPrefix(s.ID, "check"), "%d", &h)
+		return a.check(ctx, h)
+	}
+	return fmt.Errorf("unknown step %q", s.ID)
+}
+
+func (a *Applier) spec(m Member) runtime.MemberSpec {
+	var parts []string
+	for _, o := range a.Plan.Members {
+		for _, u := range o.PeerURLs {
+			parts = append(parts, o.Name+"="+u)
+		}
+	}
+	return runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs,
+		InitialCluster: strings.Join(parts, ","), ClusterState: "existing", ExtraFlags: a.Plan.EtcdFlags}
+}
+
+// restart moves leadership away from m if it leads, stops it, starts it on the hop's binary,
+// and waits until it serves on that version and the cluster is healthy.
+func (a *Applier) restart(ctx context.Context, m Member, hop Hop) error {
+	if err := a.moveLeaderAway(ctx, m); err != nil {
+		return err
+	}
+	rt := local.Runtime{Command: []string{a.Plan.Binaries[hop.Version]}}
+	spec := a.spec(m)
+	if err := rt.Stop(ctx, spec); err != nil {
+		return err
+	}
+	if err := rt.Start(ctx, spec); err != nil {
+		return err
+	}
+	want := strings.TrimPrefix(hop.Version, "v")
+	deadline := time.Now().Add(a.Timeout)
+	cli, err := a.conn().Client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	for {
+		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		mv := memberNamed(v, m.Name)
+		fs := finding.ForCluster(v, finding.DefaultClusterRules())
+		if mv != nil && mv.Up() && mv.Probe.Status.Version == want && finding.Worst(fs) != finding.Critical && len(v.Leaders) == 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not come back healthy on %s within %s (its log: %s)", m.Name, hop.Version, a.Timeout, local.LogFile(m.DataDir))
+		}
+		nctx, cancel := context.WithTimeout(ctx, time.Second)
+		cli.Put(nctx, "etcdmedic/upgrade-nudge", time.Now().UTC().Format(time.RFC3339Nano))
+		cancel()
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+func memberNamed(v *cluster.View, name string) *cluster.MemberView {
+	for i, m := range v.Members {
+		if m.Name == name {
+			return &v.Members[i]
+		}
+	}
+	return nil
+}
+
+// moveLeaderAway hands leadership to another voter when m leads, so that its restart causes
+// no election.
+func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
+	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	leader := v.MemberByID(v.Leader())
+	if leader == nil || leader.Name != m.Name || len(v.Members) < 2 {
+		return nil
+	}
+	for _, o := range v.Members {
+		if o.Name == m.Name || o.IsLearner || !o.Up() {
+			continue
+		}
+		id, _ := datadir.ParseID(o.ID)
+		cli, err := a.Conn.ClientFor(leader.Probe.Endpoint)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := cli.MoveLeader(mctx, uint64(id)); err != nil {
+			return fmt.Errorf("move leadership from %s to %s: %w", m.Name, o.Name, err)
+		}
+		fmt.Fprintf(a.Out, "    leadership moved from %s to %s\n", m.Name, o.Name)
+		return nil
+	}
+	return nil
+}
+
+// check verifies the cluster after a hop: healthy, and no member's v3 records disagree with
+// raft (each member's db fetched through the snapshot API).
+func (a *Applier) check(ctx context.Context, hop int) error {
+	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	fs := finding.ForCluster(v, finding.DefaultClusterRules())
+	if finding.Worst(fs) == finding.Critical || v.Quorum.VotersUp != len(a.Plan.Members) {
+		return fmt.Errorf("after hop %d the cluster is not healthy: %d of %d voters up", hop+1, v.Quorum.VotersUp, len(a.Plan.Members))
+	}
+	// Membership must be clean before a hop to another minor version. Within v3.5 it may not be
+	// yet: a member upgraded early republished its record while later ones still ran the old
+	// version and skipped the rewrite; the next full restart repairs that.
+	if hop+1 < len(a.Plan.Hops) && sameMinor(a.Plan.Hops[hop].Version, a.Plan.Hops[hop+1].Version) {
+		return nil
+	}
+	for _, m := range v.Members {
+		if !m.Up() || m.IsLearner {
+			continue
+		}
+		drift, err := fetchDrift(ctx, a.Conn, m.Probe.Endpoint)
+		if err != nil {
+			return fmt.Errorf("read %s's membership: %w", m.Name, err)
+		}
+		for _, d := range drift {
+			if d.Field == "isLearner" || d.Field == "presence" {
+				return fmt.Errorf("after hop %d, %s's v3 record of %s still disagrees with raft (%s): stopping before the next hop", hop+1, m.Name, d.MemberID, d.Field)
+			}
+		}
+	}
+	return nil
+}
+
+// fetchDrift reads one member's db through the snapshot API and returns its membership drift.
+func fetchDrift(ctx context.Context, conn cluster.Conn, endpoint string) ([]datadir.Drift, error) {
+	tmp, err := os.MkdirTemp("", "etcdmedic-upgrade-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	cli, err := conn.ClientFor(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	path := filepath.Join(tmp, "db")
+	if err := saveDB(ctx, cli, path); err != nil {
+		return nil, err
+	}
+	r, err := datadir.Inspect(path, datadir.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return r.Membership.Drifts(), nil
+}
+
+func saveDB(ctx context.Context, cli *clientv3.Client, path string) error {
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, rc); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func sameMinor(a, b string) bool {
+	va, errA := ParseVersion(a)
+	vb, errB := ParseVersion(b)
+	return errA == nil && errB == nil && va.Major == vb.Major && va.Minor == vb.Minor
+}

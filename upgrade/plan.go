@@ -1,0 +1,187 @@
+package upgrade
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/plan"
+)
+
+// PlanFile is the plan's name in its folder; the journal sits beside it.
+const PlanFile = "plan.json"
+
+// Plan is a rolling upgrade: hops through intermediate versions, one member at a time.
+type Plan struct {
+	Version   int               `json:"version"`
+	CreatedAt time.Time         `json:"createdAt"`
+	From      string            `json:"from"`
+	Target    string            `json:"target"`
+	Members   []Member          `json:"members"`
+	Hops      []Hop             `json:"hops"`
+	Binaries  map[string]string `json:"binaries"` // version -> etcd binary
+	BackupDir string            `json:"backupDir"`
+	EtcdFlags []string          `json:"etcdFlags,omitempty"`
+	Check     *Report           `json:"check"`
+	Steps     []plan.Step       `json:"steps"`
+	Checksum  string            `json:"checksum"`
+}
+
+// Member is one member as the upgrade restarts it.
+type Member struct {
+	Name       string   `json:"name"`
+	DataDir    string   `json:"dataDir"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+}
+
+// Hop moves every member to one version (or restarts every member on it, to make each
+// republish its own membership record).
+type Hop struct {
+	Version string `json:"version"`
+	Why     string `json:"why"`
+}
+
+// Hops is the path from current to target: through the newest given v3.5 patch (v3.5.24+) and a
+// restart of every member on it when coming from a version whose membership may be stale.
+func Hops(current, target *Version, binaries map[string]string) ([]Hop, error) {
+	latest := func(major, minor int64) (string, *Version) {
+		var best *Version
+		var bestKey string
+		for k := range binaries {
+			v, err := ParseVersion(k)
+			if err == nil && v.Major == major && v.Minor == minor && (best == nil || best.LessThan(*v)) {
+				best, bestKey = v, k
+			}
+		}
+		return bestKey, best
+	}
+	var hops []Hop
+	if current.Major == 3 && current.Minor == 5 && target.Minor >= 6 && current.LessThan(snapshotFlagFixed) {
+		k, v := latest(3, 5)
+		if v == nil || v.LessThan(snapshotFlagFixed) {
+			return nil, fmt.Errorf("the path from v%s to v%s goes through v3.5.24 or later: give its binary with --etcd-binary v3.5.x=PATH", current, target)
+		}
+		hops = append(hops,
+			Hop{Version: k, Why: "v3.5.24+ rewrites member records and fixes learner flags received in snapshots (#19563, #20797)"},
+			Hop{Version: k, Why: "restart every member once on it: each republishes its own record, repairing stale ones"})
+	}
+	for minor := current.Minor + 1; minor < target.Minor; minor++ {
+		k, v := latest(3, minor)
+		if v == nil {
+			return nil, fmt.Errorf("the path to v%s goes through v3.%d: give its binary with --etcd-binary v3.%d.x=PATH", target, minor, minor)
+		}
+		hops = append(hops, Hop{Version: k, Why: fmt.Sprintf("one minor version at a time: v3.%d first", minor)})
+	}
+	tk := ""
+	for k := range binaries {
+		if v, err := ParseVersion(k); err == nil && v.Equal(*target) {
+			tk = k
+		}
+	}
+	if tk == "" {
+		return nil, fmt.Errorf("no binary for the target v%s: give it with --etcd-binary %s=PATH", target, "v"+target.String())
+	}
+	return append(hops, Hop{Version: tk, Why: "the target"}), nil
+}
+
+// NewPlan lays out the steps: a checksummed snapshot first, then each hop member by member
+// (followers first, the leader last, leadership moved away before its restart, decided when
+// the step runs), a health and drift check after each hop, and a final verification.
+func NewPlan(check *Report, current, target *Version, members []Member, binaries map[string]string, backupDir string, etcdFlags []string, now time.Time) (*Plan, error) {
+	if backupDir == "" {
+		return nil, errors.New("--backup-dir is required: a snapshot is taken before anything changes")
+	}
+	hops, err := Hops(current, target, binaries)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(backupDir)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+	p := &Plan{Version: 1, CreatedAt: now.UTC(), From: "v" + current.String(), Target: "v" + target.String(), Members: members, Hops: hops,
+		Binaries: binaries, BackupDir: abs, EtcdFlags: etcdFlags, Check: check}
+	p.Steps = append(p.Steps, plan.Step{ID: "snapshot", Title: "snapshot the cluster into " + abs + " (sha256 checksummed)"})
+	for h, hop := range hops {
+		for _, m := range members {
+			p.Steps = append(p.Steps, plan.Step{ID: fmt.Sprintf("hop%d:%s", h, m.Name), Title: fmt.Sprintf("hop %d (%s, %s): restart %s on %s, moving leadership away first if it leads; wait until healthy and caught up", h+1, hop.Version, hop.Why, m.Name, hop.Version)})
+		}
+		p.Steps = append(p.Steps, plan.Step{ID: fmt.Sprintf("check%d", h), Title: fmt.Sprintf("after hop %d: every member up, no critical finding, no membership drift", h+1)})
+	}
+	return p, nil
+}
+
+func (p *Plan) sum() (string, error) {
+	c := *p
+	c.Checksum = ""
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:]), nil
+}
+
+// Save writes the plan into dir with its checksum.
+func (p *Plan) Save(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(dir, PlanFile)); err == nil {
+		return fmt.Errorf("%s already holds a plan: apply it, or choose another folder", dir)
+	}
+	sum, err := p.sum()
+	if err != nil {
+		return err
+	}
+	p.Checksum = sum
+	return backup.WriteJSONAtomic(filepath.Join(dir, PlanFile), p)
+}
+
+// LoadPlan reads and checks a plan folder.
+func LoadPlan(dir string) (*Plan, error) {
+	var p Plan
+	if err := backup.ReadJSON(filepath.Join(dir, PlanFile), &p); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no %s in %s: make one with etcdmedic upgrade plan", PlanFile, dir)
+		}
+		return nil, fmt.Errorf("%s is not a plan etcdmedic wrote: %v", filepath.Join(dir, PlanFile), err)
+	}
+	if sum, err := p.sum(); err != nil || p.Checksum == "" || sum != p.Checksum {
+		return nil, fmt.Errorf("%s was changed since it was made: make a new plan instead of editing one", filepath.Join(dir, PlanFile))
+	}
+	return &p, nil
+}
+
+func (p *Plan) member(name string) Member {
+	for _, m := range p.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return Member{}
+}
+
+func stepParts(id string) (hop int, name string, ok bool) {
+	rest, found := strings.CutPrefix(id, "hop")
+	if !found {
+		return 0, "", false
+	}
+	n, name, found := strings.Cut(rest, ":")
+	if !found {
+		return 0, "", false
+	}
+	_, err := fmt.Sscanf(n, "%d", &hop)
+	return hop, name, err == nil
+}
