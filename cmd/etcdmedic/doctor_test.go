@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
@@ -387,4 +389,21 @@ func TestDoctorNoEndpointReachable(t *testing.T) {
 		t.Fatalf("silent endpoint: exit %d after %s: %s", code, took, errOut)
 	}
 	_ = exec.ErrNotFound
+}
+
+// A CORRUPT alarm raised through the maintenance API, as etcd's corruption check raises it.
+func TestDoctorCorruptAlarm(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	cli := c.Client(t)
+	m2 := c.Member("m2")
+	_, err := etcdserverpb.NewMaintenanceClient(cli.ActiveConnection()).Alarm(t.Context(), &etcdserverpb.AlarmRequest{
+		Action: etcdserverpb.AlarmRequest_ACTIVATE, MemberID: m2.ID, Alarm: etcdserverpb.AlarmType_CORRUPT,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, d := waitDoctor(t, c.Endpoints(), func(d doctorJSON) bool { return d.find(finding.IDAlarmCorrupt) != nil })
+	if f := wantDoctorFinding(t, d, finding.IDAlarmCorrupt, finding.Critical); !strings.HasPrefix(f.Subject, "m2") || code != exitCritical {
+		t.Fatalf("exit %d, subject %s", code, f.Subject)
+	}
 }
