@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -136,4 +137,41 @@ func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
 	}
 	t.Logf("v3.5.19 -> v3.5.24 -> restart -> v3.6.16 with %d acknowledged writes, none lost", len(ledger.Acked()))
+}
+
+// etcd #20793: a v3.5.19 cluster's members are replaced one by one by newer v3.5 learners. The
+// new learner receives the v3.5.19 leader's backend in a raft snapshot, stale learner flags
+// included, and keeps them although it runs v3.5.21. upgrade check must see it before v3.6.
+func TestUpgradeCheckSeesStaleFlagsCarriedBySnapshots(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19, SnapshotCount: 50,
+		ExtraFlags: []string{"--experimental-snapshot-catchup-entries=10"}})
+	for _, name := range []string{"m2", "m3"} {
+		m := c.AddMember(t, name, etcdtest.AddOptions{Learner: true})
+		c.PromoteMember(t, m)
+	}
+	cli := c.Client(t)
+	for i := 0; i < 300; i++ { // past several snapshots: a new member can only catch up by one
+		if _, err := cli.Put(t.Context(), fmt.Sprintf("k%03d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.RemoveMember(t, c.Member("m3"))
+	m4 := c.AddMember(t, "m4", etcdtest.AddOptions{Learner: true, Version: etcdtest.V3_5_21})
+	c.PromoteMember(t, m4)
+	if !strings.Contains(m4.LogTail(2000), "snapshot") {
+		t.Logf("m4's log does not mention a snapshot; it may have caught up from the log")
+	}
+	code, rep := upgradeCheck(t, "--to", "v3.6.16", "--endpoints", strings.Join(c.Endpoints(), ","), "--fetch-backends")
+	var m4facts *upgrade.MemberFacts
+	for i := range rep.Members {
+		if rep.Members[i].Name == "m4" {
+			m4facts = &rep.Members[i]
+		}
+	}
+	if m4facts == nil || m4facts.Version != "3.5.21" || len(m4facts.Drifts) == 0 {
+		t.Fatalf("want m4 (v3.5.21) to carry the stale flags it received: %+v", m4facts)
+	}
+	if code != exitCritical || !hasUpgradeFinding(rep, upgrade.IDMembershipDrift) {
+		t.Fatalf("exit %d, findings %+v", code, rep.Findings)
+	}
 }
