@@ -68,6 +68,8 @@ func (a *Applier) run(ctx context.Context, s plan.Step) error {
 			fmt.Fprintf(a.Out, "    %s (%d bytes, sha256 %s)\n", b.Path, b.Bytes, b.SHA256)
 		}
 		return err
+	case s.ID == "downgrade-enable":
+		return a.enableDowngrade(ctx)
 	case strings.HasPrefix(s.ID, "hop"):
 		h, name, ok := stepParts(s.ID)
 		if !ok || h >= len(a.Plan.Hops) {
@@ -244,4 +246,50 @@ func sameMinor(a, b string) bool {
 	va, errA := ParseVersion(a)
 	vb, errB := ParseVersion(b)
 	return errA == nil && errB == nil && va.Major == vb.Major && va.Minor == vb.Minor
+}
+
+// enableDowngrade validates and enables the downgrade (once), then waits until every member's
+// storage version has dropped to the target: only then does the older binary accept the data.
+func (a *Applier) enableDowngrade(ctx context.Context) error {
+	target := a.Plan.Downgrade
+	cli, err := a.conn().Client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	if !storageAt(v, target) {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := cli.Downgrade(dctx, clientv3.DowngradeValidate, target); err != nil {
+			return fmt.Errorf("downgrade validate %s: %w", target, err)
+		}
+		if _, err := cli.Downgrade(dctx, clientv3.DowngradeEnable, target); err != nil && !strings.Contains(err.Error(), "already enabled") {
+			return fmt.Errorf("downgrade enable %s: %w", target, err)
+		}
+	}
+	deadline := time.Now().Add(a.Timeout)
+	for {
+		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		if storageAt(v, target) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the storage version did not drop to %s within %s", target, a.Timeout)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// storageAt reports whether every member answers with storage version target.x.
+func storageAt(v *cluster.View, target string) bool {
+	if len(v.Members) == 0 {
+		return false
+	}
+	for _, m := range v.Members {
+		if !m.Up() || !strings.HasPrefix(m.Probe.Status.StorageVersion, target+".") {
+			return false
+		}
+	}
+	return true
 }

@@ -31,9 +31,11 @@ type Plan struct {
 	Binaries  map[string]string `json:"binaries"` // version -> etcd binary
 	BackupDir string            `json:"backupDir"`
 	EtcdFlags []string          `json:"etcdFlags,omitempty"`
-	Check     *Report           `json:"check"`
-	Steps     []plan.Step       `json:"steps"`
-	Checksum  string            `json:"checksum"`
+	// Downgrade is the target minor version ("3.5") when the plan goes down.
+	Downgrade string      `json:"downgrade,omitempty"`
+	Check     *Report     `json:"check"`
+	Steps     []plan.Step `json:"steps"`
+	Checksum  string      `json:"checksum"`
 }
 
 // Member is one member as the upgrade restarts it.
@@ -66,6 +68,17 @@ func Hops(current, target *Version, binaries map[string]string) ([]Hop, error) {
 		return bestKey, best
 	}
 	var hops []Hop
+	if target.Minor < current.Minor {
+		if target.Major != current.Major || target.Minor+1 != current.Minor {
+			return nil, fmt.Errorf("downgrades go one minor version at a time: from v%d.%d to v%d.%d first", current.Major, current.Minor, current.Major, current.Minor-1)
+		}
+		for k := range binaries {
+			if v, err := ParseVersion(k); err == nil && v.Equal(*target) {
+				return []Hop{{Version: k, Why: "downgrade: the storage version was lowered first, so the older binary accepts the data"}}, nil
+			}
+		}
+		return nil, fmt.Errorf("no binary for the target v%s: give it with --etcd-binary v%s=PATH", target, target)
+	}
 	if current.Major == 3 && current.Minor == 5 && target.Minor >= 6 && current.LessThan(snapshotFlagFixed) {
 		k, v := latest(3, 5)
 		if v == nil || v.LessThan(snapshotFlagFixed) {
@@ -113,6 +126,10 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), From: "v" + current.String(), Target: "v" + target.String(), Members: members, Hops: hops,
 		Binaries: binaries, BackupDir: abs, EtcdFlags: etcdFlags, Check: check}
 	p.Steps = append(p.Steps, plan.Step{ID: "snapshot", Title: "snapshot the cluster into " + abs + " (sha256 checksummed)"})
+	if target.Minor < current.Minor {
+		p.Downgrade = fmt.Sprintf("%d.%d", target.Major, target.Minor)
+		p.Steps = append(p.Steps, plan.Step{ID: "downgrade-enable", Title: fmt.Sprintf("etcdctl downgrade validate %s; etcdctl downgrade enable %s; wait until every member's storage version is %s.0", p.Downgrade, p.Downgrade, p.Downgrade)})
+	}
 	for h, hop := range hops {
 		for _, m := range members {
 			p.Steps = append(p.Steps, plan.Step{ID: fmt.Sprintf("hop%d:%s", h, m.Name), Title: fmt.Sprintf("hop %d (%s, %s): restart %s on %s, moving leadership away first if it leads; wait until healthy and caught up", h+1, hop.Version, hop.Why, m.Name, hop.Version)})

@@ -29,7 +29,11 @@ func (tablePrinter) UpgradeCheck(w io.Writer, r *upgrade.Report) error {
 }
 
 func (tablePrinter) UpgradePlan(w io.Writer, p *upgrade.Plan) error {
-	fmt.Fprintf(w, "UPGRADE %s -> %s (check: %s)\n", p.From, p.Target, p.Check.Verdict)
+	kind := "UPGRADE"
+	if p.Downgrade != "" {
+		kind = "DOWNGRADE"
+	}
+	fmt.Fprintf(w, "%s %s -> %s (check: %s)\n", kind, p.From, p.Target, p.Check.Verdict)
 	for i, h := range p.Hops {
 		fmt.Fprintf(w, "HOP %d  %s: %s\n", i+1, h.Version, h.Why)
 	}
