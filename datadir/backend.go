@@ -32,6 +32,7 @@ type Backend struct {
 	Downgrade         string     `json:"downgrade,omitempty"`
 	ConfState         *ConfState `json:"confState,omitempty"`
 	Alarms            []Alarm    `json:"alarms"`
+	AuthEnabled       bool       `json:"authEnabled"`
 	Members           []Member   `json:"-"`
 	RemovedMembers    []ID       `json:"-"`
 	// Filled by a deep check only (it reads every page).
@@ -111,6 +112,10 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 			return err
 		}
 		be.readRevision(tx.Bucket([]byte("key")))
+		if b := tx.Bucket([]byte("auth")); b != nil {
+			v := b.Get([]byte("authEnabled"))
+			be.AuthEnabled = len(v) == 1 && v[0] == 1
+		}
 		if deep {
 			be.Deep = deepCheck(tx, db)
 		}

@@ -19,6 +19,7 @@ type MemberFacts struct {
 	Drifts         []datadir.Drift `json:"drifts"`
 	ZombieMembers  []string        `json:"zombieMembers"` // only in the v3 store
 	V2CustomKeys   int             `json:"v2CustomKeys"`
+	AuthEnabled    bool            `json:"authEnabled"`
 	Checked        bool            `json:"membershipChecked"`
 	Error          string          `json:"error,omitempty"`
 }
@@ -45,13 +46,15 @@ const (
 	IDMixedVersions     = "upgrade-mixed-versions"
 	IDMembershipUnknown = "upgrade-membership-not-checked"
 	IDMemberUpdateBug   = "upgrade-memberupdate-promotes-learners"
+	IDAuthRolling34     = "upgrade-auth-rolling-from-3.4"
+	IDEarly35           = "upgrade-to-early-3.5"
 )
 
 // FactsFromReport turns an inspect report (of a data dir or a fetched db) into member facts.
 func FactsFromReport(name, source string, r *datadir.Report) MemberFacts {
 	f := MemberFacts{Name: name, Source: source, Drifts: []datadir.Drift{}, ZombieMembers: []string{}}
 	if r.Backend != nil {
-		f.StorageVersion = r.Backend.StorageVersion
+		f.StorageVersion, f.AuthEnabled = r.Backend.StorageVersion, r.Backend.AuthEnabled
 	}
 	if r.Membership == nil || r.Membership.V3 == nil {
 		f.Error = "the v3 membership could not be read"
@@ -103,6 +106,21 @@ func Check(current, target *Version, facts []MemberFacts) *Report {
 		add(IDSkipsMinor, finding.Critical, fmt.Sprintf("%s skips a minor version from %s", rep.Target, cur),
 			"etcd supports upgrades one minor version at a time (upgrade guides).",
 			fmt.Sprintf("Upgrade to the latest v%d.%d first, then to %s.", current.Major, current.Minor+1, rep.Target))
+	}
+	if current.Major == 3 && current.Minor == 4 && target.Minor == 5 {
+		if target.LessThan(v("3.5.3")) {
+			add(IDEarly35, finding.Critical, fmt.Sprintf("%s has a data inconsistency bug", rep.Target),
+				"etcd v3.5.0 to v3.5.2 can leave members with different data after a crash (etcd #13967).",
+				"Upgrade to the latest v3.5 instead.")
+		}
+		for _, f := range facts {
+			if f.AuthEnabled {
+				add(IDAuthRolling34, finding.Critical, fmt.Sprintf("auth is enabled (seen on %s): a rolling v3.4 to v3.5 upgrade is not supported", f.Name),
+					"With auth on, v3.5 writes auth entries to the WAL in a form v3.4 members cannot apply (etcd #11943): a mixed cluster breaks.",
+					"Upgrade all members at once (stop all, swap binaries, start all), or disable auth for the rolling upgrade and enable it again after.")
+				break
+			}
+		}
 	}
 	to36 := current.Major == 3 && current.Minor == 5 && target.Minor >= 6
 	if to36 {
