@@ -30,9 +30,18 @@ func EtcdFlags(manifestPath string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read kubeadm manifest: %w", err)
 	}
+	flags, err := EtcdFlagsFromManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm manifest %s: %w", manifestPath, err)
+	}
+	return flags, nil
+}
+
+// EtcdFlagsFromManifest parses a manifest's etcd container flags (a bare --flag counts as "true").
+func EtcdFlagsFromManifest(b []byte) (map[string]string, error) {
 	var pod staticPod
 	if err := yaml.Unmarshal(b, &pod); err != nil {
-		return nil, fmt.Errorf("kubeadm manifest %s is not YAML: %w", manifestPath, err)
+		return nil, fmt.Errorf("not YAML: %w", err)
 	}
 	for _, c := range pod.Spec.Containers {
 		argv := append(append([]string{}, c.Command...), c.Args...)
@@ -41,14 +50,18 @@ func EtcdFlags(manifestPath string) (map[string]string, error) {
 		}
 		flags := map[string]string{}
 		for _, a := range argv {
-			name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-			if strings.HasPrefix(a, "--") && ok {
-				flags[name] = value
+			if !strings.HasPrefix(a, "--") {
+				continue
 			}
+			name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+			if !ok {
+				value = "true"
+			}
+			flags[name] = value
 		}
 		return flags, nil
 	}
-	return nil, fmt.Errorf("kubeadm manifest %s has no etcd container", manifestPath)
+	return nil, fmt.Errorf("no etcd container")
 }
 
 // ConnFromKubeadm finds endpoints and certificates in the etcd static pod manifest the way an

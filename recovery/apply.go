@@ -22,12 +22,14 @@ import (
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/runtime/staticpod"
 )
 
 // Applier carries out a plan.
 type Applier struct {
-	Plan    *Plan
-	Dir     string // the plan folder, holding the journal
+	Plan *Plan
+	Dir  string // the plan folder, holding the journal
+	// Runtime runs the members that have no kubeadm manifest.
 	Runtime local.Runtime
 	Out     io.Writer
 	Conn    cluster.Conn // TLS and timeouts; endpoints come from the plan
@@ -131,6 +133,20 @@ func initialClusterOf(m PlanMember) string {
 	return strings.Join(parts, ",")
 }
 
+// runtimeFor is how member m is stopped and started: its static pod, or a local process.
+func (a *Applier) runtimeFor(m PlanMember) runtime.Runtime {
+	if m.Manifest != "" {
+		return staticpod.Runtime{Manifest: m.Manifest, Wait: a.Timeout}
+	}
+	return a.Runtime
+}
+
+// isForced reports whether m runs with --force-new-cluster now.
+func isForced(m PlanMember) (running, forced bool) {
+	_, args, ok := local.FindProcess(m.DataDir)
+	return ok, ok && local.HasFlag(args, "--force-new-cluster")
+}
+
 func (a *Applier) say(format string, args ...any) {
 	fmt.Fprintf(a.Out, "    "+format+"\n", args...)
 }
@@ -141,7 +157,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	switch {
 	case s.ID == "stop-all":
 		for _, m := range p.Members {
-			if err := a.Runtime.Stop(ctx, a.spec(m)); err != nil {
+			if err := a.runtimeFor(m).Stop(ctx, a.spec(m)); err != nil {
 				return fmt.Errorf("stop %s: %w", m.Name, err)
 			}
 		}
@@ -154,10 +170,11 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		}
 		return nil
 	case s.ID == "force-new-cluster":
-		if _, args, ok := local.FindProcess(survivor.DataDir); ok && !local.HasFlag(args, "--force-new-cluster") {
+		running, forced := isForced(survivor)
+		if running && !forced {
 			return fmt.Errorf("%s runs without --force-new-cluster: stop it first", survivor.Name)
-		} else if !ok {
-			if err := a.Runtime.Start(ctx, a.spec(survivor, "--force-new-cluster")); err != nil {
+		} else if !running {
+			if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor, "--force-new-cluster")); err != nil {
 				return err
 			}
 		}
@@ -165,13 +182,17 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	case s.ID == "remove-leftovers":
 		return a.removeLeftovers(ctx, survivor)
 	case s.ID == "restart-clean":
-		if _, args, ok := local.FindProcess(survivor.DataDir); ok && local.HasFlag(args, "--force-new-cluster") {
-			if err := a.Runtime.Stop(ctx, a.spec(survivor)); err != nil {
+		rt := a.runtimeFor(survivor)
+		if _, forced := isForced(survivor); forced {
+			if err := rt.Stop(ctx, a.spec(survivor)); err != nil {
 				return err
 			}
 		}
-		if _, _, ok := local.FindProcess(survivor.DataDir); !ok {
-			if err := a.Runtime.Start(ctx, a.spec(survivor)); err != nil {
+		if running, _ := isForced(survivor); !running {
+			// Existing, not new: whatever runs this manifest later must not bootstrap.
+			spec := a.spec(survivor)
+			spec.ClusterState = "existing"
+			if err := rt.Start(ctx, spec); err != nil {
 				return err
 			}
 		}
@@ -330,7 +351,7 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 		return err
 	}
 	defer cli.Close()
-	j := &member.Joiner{Client: cli, Runtime: a.Runtime, Out: a.Out, CatchUp: a.Timeout}
+	j := &member.Joiner{Client: cli, Runtime: a.runtimeFor(m), Out: a.Out, CatchUp: a.Timeout}
 	_, err = j.Join(ctx, member.JoinSpec{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, DataDir: m.DataDir, ExtraFlags: a.Plan.EtcdFlags})
 	return err
 }

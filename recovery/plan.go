@@ -43,10 +43,13 @@ type PlanMember struct {
 	DataDir    string   `json:"dataDir"`
 	PeerURLs   []string `json:"peerURLs"`
 	ClientURLs []string `json:"clientURLs"`
+	// Manifest is the member's kubeadm static pod manifest: kubelet runs it, and the recovery
+	// stops and starts it by moving and editing that file. Empty: a local process.
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // NewPlan turns an assessment into the steps of a recovery.
-func NewPlan(a *Assessment, backupDir string, etcdCommand, etcdFlags []string, now time.Time) (*Plan, error) {
+func NewPlan(a *Assessment, backupDir string, etcdCommand, etcdFlags []string, manifests map[string]string, now time.Time) (*Plan, error) {
 	if backupDir == "" {
 		return nil, errors.New("--backup-dir is required: every data dir is copied there before anything changes")
 	}
@@ -73,7 +76,13 @@ func NewPlan(a *Assessment, backupDir string, etcdCommand, etcdFlags []string, n
 		if err != nil {
 			return nil, err
 		}
-		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs})
+		manifest := manifests[c.Name]
+		if manifest != "" {
+			if manifest, err = filepath.Abs(manifest); err != nil {
+				return nil, err
+			}
+		}
+		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs, Manifest: manifest})
 	}
 	// Members whose data is unreadable or wiped still rejoin, at the URLs the survivor's
 	// membership gives them.

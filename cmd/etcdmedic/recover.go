@@ -53,7 +53,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var dataDirs []string
 	var backupDir, planDir, survivor, etcdCmd string
-	var etcdFlags []string
+	var etcdFlags, manifests []string
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Assess a cluster without quorum, choose the survivor, and write the recovery plan (changes nothing)",
@@ -84,7 +84,15 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			if etcdCmd != "" {
 				command = strings.Fields(etcdCmd)
 			}
-			p, err := recovery.NewPlan(a, backupDir, command, etcdFlags, time.Now())
+			byName := map[string]string{}
+			for _, mf := range manifests {
+				name, path, ok := strings.Cut(mf, "=")
+				if !ok || name == "" || path == "" {
+					return failf("", "--kubeadm-manifest %q: want NAME=PATH", mf)
+				}
+				byName[name] = path
+			}
+			p, err := recovery.NewPlan(a, backupDir, command, etcdFlags, byName, time.Now())
 			if err != nil {
 				return failf("", "%v", err)
 			}
@@ -102,6 +110,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&survivor, "survivor", "", "rebuild from this member instead of the best one (its loss is stated)")
 	cmd.Flags().StringVar(&etcdCmd, "etcd-command", "", "how apply runs etcd, e.g. \"/usr/local/bin/etcd\" (default: the etcd linked into etcdmedic)")
 	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member starts with (repeatable), e.g. TLS files")
+	cmd.Flags().StringArrayVar(&manifests, "kubeadm-manifest", nil, "a member run by kubelet as NAME=PATH of its static pod manifest (repeatable): stopped and started by moving and editing it")
 	return cmd
 }
 
