@@ -12,16 +12,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 type master struct {
 	name, manifest, dataDir, client, peer string
 }
 
-// Incident 2 as it happened: three kubeadm masters, etcd as static pods run by kubelet, each
-// manifest with its own --initial-cluster (one, two, three entries). One master is reset (its
-// etcd data wiped, the pod crash-looping), and a hand edit breaks the second master's manifest:
-// quorum is lost. recover rebuilds it through the manifests, and every manifest ends clean.
+// Incident 2's setting: three kubeadm masters, etcd as static pods run by kubelet, each
+// manifest with its own --initial-cluster (one, two, three entries). Two masters' etcd fail at
+// every start: quorum is lost. recover rebuilds it through the manifests (moved out to stop a
+// member, edited to start it), and every manifest ends clean.
 func TestRecoverKubeadmStaticPods(t *testing.T) {
 	etcd := []string{etcdtest.EtcdmedicBinary(t), "etcd"}
 	root := t.TempDir()
@@ -71,15 +72,16 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	ledger := etcdtest.StartLoad(t.Context(), t, cli, etcdtest.LoadSpec{Rate: 40})
 	waitAcked(t, ledger, 20)
 
-	// master3 is reset: pod gone, data wiped, the manifest back: etcd crash-loops on empty data.
-	b3, _ := os.ReadFile(ms[2].manifest)
-	os.Remove(ms[2].manifest)
-	time.Sleep(time.Second)
-	os.RemoveAll(ms[2].dataDir)
-	writeFile(t, ms[2].manifest, string(b3))
-	// master2's manifest is broken by a hand edit: its etcd exits at every start.
-	b2, _ := os.ReadFile(ms[1].manifest)
-	writeFile(t, ms[1].manifest, strings.Replace(string(b2), "--initial-cluster-state=existing", "--initial-cluster-state=bogus", 1))
+	// master2's and master3's disks damage their WALs: their etcd exits at every start, kubelet
+	// restarts it, and quorum is gone. (A member whose data is merely wiped can come back by
+	// itself: the lone survivor wins its vote and sends it everything, so quorum returns.)
+	for _, m := range ms[1:] {
+		b, _ := os.ReadFile(m.manifest)
+		os.Remove(m.manifest)
+		waitStopped(t, m.dataDir)
+		damageWAL(t, m.dataDir)
+		writeFile(t, m.manifest, string(b))
+	}
 	waitDoctor(t, eps, func(d doctorJSON) bool { return d.find("quorum-lost") != nil })
 	ledger.Stop()
 
@@ -100,7 +102,7 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	}
 	for _, m := range ms {
 		b, err := os.ReadFile(m.manifest)
-		if err != nil || strings.Contains(string(b), "force-new-cluster") || strings.Contains(string(b), "bogus") || !strings.Contains(string(b), "image: registry.k8s.io/etcd:3.5.16-0") {
+		if err != nil || strings.Contains(string(b), "force-new-cluster") || !strings.Contains(string(b), "image: registry.k8s.io/etcd:3.5.16-0") {
 			t.Errorf("%s's manifest after recovery (%v):\n%s", m.name, err, b)
 		}
 		if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(m.manifest)), "etcdmedic-backup", "etcd.yaml")); err != nil {
@@ -147,4 +149,29 @@ func promoteWhenReady(t *testing.T, cli *clientv3.Client, id uint64) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("member %x not promoted", id)
+}
+
+// damageWAL destroys the newest WAL segment's records (its file is cut to zero bytes): etcd
+// refuses to start on it, every time.
+func damageWAL(t *testing.T, dataDir string) {
+	t.Helper()
+	segs, _ := filepath.Glob(filepath.Join(dataDir, "member", "wal", "*.wal"))
+	if len(segs) == 0 {
+		t.Fatal("no WAL to damage")
+	}
+	if err := os.Truncate(segs[len(segs)-1], 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStopped waits until no etcd runs on dataDir (kubelet stops the pod).
+func waitStopped(t *testing.T, dataDir string) {
+	t.Helper()
+	for i := 0; i < 150; i++ {
+		if _, _, ok := local.FindProcess(dataDir); !ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("etcd on %s did not stop", dataDir)
 }
