@@ -1,22 +1,13 @@
 package recovery
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/plan"
 )
-
-// PlanFile is the plan's name in its folder (the journal sits beside it).
-const PlanFile = "plan.json"
 
 // Plan is a recovery, decided once and applied (and re-applied after an interruption) as is.
 type Plan struct {
@@ -32,8 +23,6 @@ type Plan struct {
 	Revision    int64        `json:"survivorRevision"`
 	Assessment  *Assessment  `json:"assessment"`
 	Steps       []plan.Step  `json:"steps"`
-	// Checksum covers everything above: a plan edited by hand is refused.
-	Checksum string `json:"checksum"`
 }
 
 // PlanMember is one member as the recovery will start it.
@@ -102,51 +91,20 @@ func NewPlan(a *Assessment, backupDir string, etcdCommand, etcdFlags []string, m
 	return p, nil
 }
 
-func (p *Plan) sum() (string, error) {
-	c := *p
-	c.Checksum = ""
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:]), nil
-}
-
 // Save writes the plan into dir (created if needed) with its checksum.
-func (p *Plan) Save(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Join(dir, PlanFile)); err == nil {
-		return fmt.Errorf("%s already holds a plan: apply it, or choose another folder", dir)
-	}
-	sum, err := p.sum()
-	if err != nil {
-		return err
-	}
-	p.Checksum = sum
-	return backup.WriteJSONAtomic(filepath.Join(dir, PlanFile), p)
-}
+func (p *Plan) Save(dir string) error { return plan.Save(dir, p) }
 
 // LoadPlan reads and checks a plan folder.
 func LoadPlan(dir string) (*Plan, error) {
 	var p Plan
-	if err := backup.ReadJSON(filepath.Join(dir, PlanFile), &p); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no %s in %s: make one with etcdmedic recover plan", PlanFile, dir)
+	if err := plan.Load(dir, &p); err != nil {
+		if plan.IsMissing(err) {
+			return nil, fmt.Errorf("no %s in %s: make one with etcdmedic recover plan", plan.File, dir)
 		}
-		return nil, fmt.Errorf("%s is not a plan etcdmedic wrote: %v", filepath.Join(dir, PlanFile), err)
-	}
-	sum, err := p.sum()
-	if err != nil {
 		return nil, err
 	}
-	if p.Checksum == "" || sum != p.Checksum {
-		return nil, fmt.Errorf("%s was changed since it was made (its checksum does not match): make a new plan with etcdmedic recover plan instead of editing one", filepath.Join(dir, PlanFile))
-	}
 	if p.Version != 1 || len(p.Members) == 0 || len(p.Steps) == 0 {
-		return nil, fmt.Errorf("%s is not a plan this etcdmedic can apply", filepath.Join(dir, PlanFile))
+		return nil, fmt.Errorf("%s in %s is not a plan this etcdmedic can apply", plan.File, dir)
 	}
 	return &p, nil
 }

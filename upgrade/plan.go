@@ -1,24 +1,15 @@
 package upgrade
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/plan"
 )
-
-// PlanFile is the plan's name in its folder; the journal sits beside it.
-const PlanFile = "plan.json"
 
 // Plan is a rolling upgrade: hops through intermediate versions, one member at a time.
 type Plan struct {
@@ -139,44 +130,20 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	return p, nil
 }
 
-func (p *Plan) sum() (string, error) {
-	c := *p
-	c.Checksum = ""
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:]), nil
-}
-
-// Save writes the plan into dir with its checksum.
-func (p *Plan) Save(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if _, err := os.Stat(filepath.Join(dir, PlanFile)); err == nil {
-		return fmt.Errorf("%s already holds a plan: apply it, or choose another folder", dir)
-	}
-	sum, err := p.sum()
-	if err != nil {
-		return err
-	}
-	p.Checksum = sum
-	return backup.WriteJSONAtomic(filepath.Join(dir, PlanFile), p)
-}
+// Save writes the plan into dir (created if needed) with its checksum.
+func (p *Plan) Save(dir string) error { return plan.Save(dir, p) }
 
 // LoadPlan reads and checks a plan folder.
 func LoadPlan(dir string) (*Plan, error) {
 	var p Plan
-	if err := backup.ReadJSON(filepath.Join(dir, PlanFile), &p); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("no %s in %s: make one with etcdmedic upgrade plan", PlanFile, dir)
+	if err := plan.Load(dir, &p); err != nil {
+		if plan.IsMissing(err) {
+			return nil, fmt.Errorf("no %s in %s: make one with etcdmedic upgrade plan", plan.File, dir)
 		}
-		return nil, fmt.Errorf("%s is not a plan etcdmedic wrote: %v", filepath.Join(dir, PlanFile), err)
+		return nil, err
 	}
-	if sum, err := p.sum(); err != nil || p.Checksum == "" || sum != p.Checksum {
-		return nil, fmt.Errorf("%s was changed since it was made: make a new plan instead of editing one", filepath.Join(dir, PlanFile))
+	if p.Version != 1 || len(p.Members) == 0 || len(p.Steps) == 0 {
+		return nil, fmt.Errorf("%s in %s is not a plan this etcdmedic can apply", plan.File, dir)
 	}
 	return &p, nil
 }
