@@ -34,6 +34,9 @@ type Event struct {
 type Journal struct {
 	path   string
 	events []Event
+	// torn is true when the file ends inside a line (a crash while appending): the next
+	// record starts on a line of its own.
+	torn bool
 }
 
 // JournalFile is the journal's name in a plan folder.
@@ -60,6 +63,12 @@ func OpenJournal(dir string) (*Journal, error) {
 		}
 		j.events = append(j.events, e)
 	}
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			j.torn = true
+		}
+	}
 	return j, sc.Err()
 }
 
@@ -74,7 +83,11 @@ func (j *Journal) Record(step, event, note string, at time.Time) error {
 	if err != nil {
 		return fmt.Errorf("open journal: %w", err)
 	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
+	line := append(b, '\n')
+	if j.torn {
+		line = append([]byte{'\n'}, line...)
+	}
+	if _, err := f.Write(line); err != nil {
 		f.Close()
 		return fmt.Errorf("write journal: %w", err)
 	}
@@ -83,6 +96,7 @@ func (j *Journal) Record(step, event, note string, at time.Time) error {
 		return fmt.Errorf("sync journal: %w", err)
 	}
 	j.events = append(j.events, e)
+	j.torn = false
 	return f.Close()
 }
 

@@ -66,4 +66,8 @@ func TestExecutorResumes(t *testing.T) {
 	if err != nil || strings.Join(ran, ",") != "a,b,b,c" || !timings[0].Skipped {
 		t.Fatalf("ran %v, timings %+v, %v", ran, timings, err)
 	}
+	j, _ = OpenJournal(dir)
+	if _, done := j.Done("c"); !done {
+		t.Fatal("the record after a torn line was lost")
+	}
 }
