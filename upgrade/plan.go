@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -98,9 +97,9 @@ func Hops(current, target *Version, binaries map[string]string) ([]Hop, error) {
 	return append(hops, Hop{Version: tk, Why: "the target"}), nil
 }
 
-// NewPlan lays out the steps: a checksummed snapshot first, then each hop member by member
-// (followers first, the leader last, leadership moved away before its restart, decided when
-// the step runs), a health and drift check after each hop, and a final verification.
+// NewPlan lays out the steps: a checksummed snapshot first, then each hop member by member in
+// the order given (the caller puts the leader last; if leadership has moved by then, the
+// leader is asked to hand it over before its restart), and a check after each hop.
 func NewPlan(check *Report, current, target *Version, members []Member, binaries map[string]string, backupDir string, etcdFlags []string, now time.Time) (*Plan, error) {
 	if backupDir == "" {
 		return nil, errors.New("--backup-dir is required: a snapshot is taken before anything changes")
@@ -113,7 +112,6 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), From: "v" + current.String(), Target: "v" + target.String(), Members: members, Hops: hops,
 		Binaries: binaries, BackupDir: abs, EtcdFlags: etcdFlags, Check: check}
 	p.Steps = append(p.Steps, plan.Step{ID: "snapshot", Title: "snapshot the cluster into " + abs + " (sha256 checksummed)"})

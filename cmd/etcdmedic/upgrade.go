@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -234,8 +235,11 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if view == nil {
 				return failf("", "upgrade plan needs the live cluster: --endpoints")
 			}
+			// Followers first, the leader last: one election for the whole hop at most.
 			var members []upgrade.Member
-			for _, m := range view.Members {
+			ordered := append([]cluster.MemberView{}, view.Members...)
+			sort.SliceStable(ordered, func(i, j int) bool { return ordered[j].ID == view.Leader() && ordered[i].ID != view.Leader() })
+			for _, m := range ordered {
 				dir := ""
 				for _, d := range dirs {
 					if d.Name == m.Name {
