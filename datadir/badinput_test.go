@@ -119,14 +119,17 @@ func TestInspectDamagedWAL(t *testing.T) {
 		}
 		wantFinding(t, r, "wal-torn-tail")
 	})
-	t.Run("a byte flipped in the middle", func(t *testing.T) {
+	t.Run("bytes flipped in the middle", func(t *testing.T) {
 		dir := stoppedMember(t)
 		seg, lastIndex := lastSegment(t, dir)
 		_, end := endOfRecords(t, seg)
 		f, _ := os.OpenFile(seg, os.O_RDWR, 0)
-		b := make([]byte, 1)
+		// 16 bytes: more than a record's padding (at most 7, outside the CRC) can absorb.
+		b := make([]byte, 16)
 		f.ReadAt(b, end/2)
-		b[0] ^= 0xff
+		for i := range b {
+			b[i] ^= 0xff
+		}
 		f.WriteAt(b, end/2)
 		f.Close()
 		r, err := Inspect(dir, Options{})
