@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/member"
 )
@@ -121,5 +123,20 @@ func waitAcked(t *testing.T, l *etcdtest.Ledger, n int) {
 	}
 	if len(l.Acked()) < n {
 		t.Fatalf("the write load got only %d writes acknowledged in 10 s", len(l.Acked()))
+	}
+}
+
+// nothingLost asserts that every write the ledger saw acknowledged is in the cluster at eps
+// (members the harness may no longer run: recovery and upgrades restart them themselves).
+func nothingLost(t *testing.T, eps []string, ledger *etcdtest.Ledger) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	missing, err := etcdtest.MissingWrites(t.Context(), cli, ledger.Acked())
+	if err != nil || len(missing) != 0 || len(ledger.Acked()) == 0 {
+		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
 	}
 }

@@ -263,13 +263,5 @@ func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
 			t.Errorf("%s does not run v3.5.24 after recovery: %+v", m.Name, m.Probe)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	missing, err := etcdtest.MissingWrites(t.Context(), cli, ledger.Acked())
-	if err != nil || len(missing) != 0 {
-		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
-	}
+	nothingLost(t, eps, ledger)
 }

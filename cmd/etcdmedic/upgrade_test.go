@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/upgrade"
@@ -127,15 +124,7 @@ func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
 		}
 	}
 	ledger.Stop()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	missing, err := etcdtest.MissingWrites(t.Context(), cli, ledger.Acked())
-	if err != nil || len(missing) != 0 {
-		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
-	}
+	nothingLost(t, eps, ledger)
 	t.Logf("v3.5.19 -> v3.5.24 -> restart -> v3.6.16 with %d acknowledged writes, none lost", len(ledger.Acked()))
 }
 
@@ -207,13 +196,5 @@ func TestDowngradePlanFromV36ToV35(t *testing.T) {
 		}
 	}
 	ledger.Stop()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	missing, err := etcdtest.MissingWrites(t.Context(), cli, ledger.Acked())
-	if err != nil || len(missing) != 0 {
-		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
-	}
+	nothingLost(t, eps, ledger)
 }
