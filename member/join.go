@@ -210,7 +210,9 @@ func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, err
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		v, err := op(rctx)
 		rcancel()
-		if err == nil || !strings.Contains(err.Error(), "unhealthy cluster") {
+		// "unhealthy cluster": a voter connected less than 5 s ago. "not supported for learner":
+		// the request reached a member promoted a moment ago that has not applied it yet.
+		if err == nil || !(strings.Contains(err.Error(), "unhealthy cluster") || strings.Contains(err.Error(), "rpc not supported for learner")) {
 			return v, err
 		}
 		select {

@@ -247,7 +247,9 @@ func retryReconfig(t testing.TB, what string, timeout time.Duration, op func(con
 // isRetryable reports whether err is a refusal that passes with time.
 func isRetryable(err error, more ...string) bool {
 	msg := err.Error()
-	for _, s := range append([]string{errUnhealthyCluster, errNotEnoughStarted}, more...) {
+	// A member promoted a moment ago may not have applied its own promotion yet, and still
+	// refuses the request as a learner: the next try reaches it (or another member) later.
+	for _, s := range append([]string{errUnhealthyCluster, errNotEnoughStarted, "rpc not supported for learner"}, more...) {
 		if strings.Contains(msg, s) {
 			return true
 		}
