@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 // Joiner adds one member to a cluster that has quorum.
@@ -109,7 +110,7 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 		return out, nil
 	}
 	j.step(out, "wait until %s has caught up, then etcdctl member promote %x", spec.Name, id)
-	if err := j.promoteWhenReady(ctx, id); err != nil {
+	if err := j.promoteWhenReady(ctx, id, spec.DataDir); err != nil {
 		return out, err
 	}
 	out.Promoted = true
@@ -148,12 +149,12 @@ func (j *Joiner) waitServing(ctx context.Context, clientURLs []string) error {
 
 // PromoteWhenReady promotes a learner once etcd accepts it (see promoteWhenReady).
 func (j *Joiner) PromoteWhenReady(ctx context.Context, id uint64) error {
-	return j.promoteWhenReady(ctx, id)
+	return j.promoteWhenReady(ctx, id, "")
 }
 
 // promoteWhenReady retries the promotion (etcd refuses it until the learner is in sync),
 // writing a harmless key between tries.
-func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64) error {
+func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64, dataDir string) error {
 	timeout := j.CatchUp
 	if timeout == 0 {
 		timeout = 2 * time.Minute
@@ -161,7 +162,18 @@ func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var lastErr error
+	var goneSince time.Time
 	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+		// A member whose process is gone will never catch up: say so now, not at the timeout.
+		if dataDir != "" {
+			if _, _, ok := local.FindProcess(dataDir); ok {
+				goneSince = time.Time{}
+			} else if goneSince.IsZero() {
+				goneSince = time.Now()
+			} else if time.Since(goneSince) > 5*time.Second {
+				return fmt.Errorf("the new member's etcd is not running on %s (it exited; see %s)", dataDir, local.LogFile(dataDir))
+			}
+		}
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		_, lastErr = j.Client.MemberPromote(rctx, id)
 		rcancel()
