@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
@@ -308,12 +309,14 @@ func TestDoctorSpaceQuotaAndDefrag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Compact(t.Context(), resp.Header.Revision); err != nil {
+	// Physical: return once the compaction has freed its pages, not when it is scheduled.
+	if _, err := cli.Compact(t.Context(), resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli.AlarmDisarm(t.Context(), allAlarms()); err != nil {
 		t.Fatal(err)
 	}
+
 	_, d = waitDoctor(t, c.Endpoints(), func(d doctorJSON) bool { return d.find(finding.IDDefragDue) != nil }, "--defrag-min-bytes", fmt.Sprint(1<<20))
 	if d.find(finding.IDAlarmNoSpace) != nil {
 		t.Errorf("alarm still reported after disarm: %s", d.ids())
