@@ -151,3 +151,15 @@ func (c Conn) Client() (*clientv3.Client, error) {
 func (c Conn) ClientFor(endpoint string) (*clientv3.Client, error) {
 	return c.clientFor(context.Background(), endpoint)
 }
+
+// To returns c aimed at endpoints, with etcdctl's default timeouts where c has none.
+func (c Conn) To(endpoints []string) Conn {
+	c.Endpoints = endpoints
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 2 * time.Second
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = 3 * time.Second
+	}
+	return c
+}

@@ -103,19 +103,13 @@ func (a *Applier) checkReality(ctx context.Context) error {
 	return nil
 }
 
+// conn reaches every member of the plan.
 func (a *Applier) conn() cluster.Conn {
-	c := a.Conn
-	c.Endpoints = nil
+	var eps []string
 	for _, m := range a.Plan.Members {
-		c.Endpoints = append(c.Endpoints, m.ClientURLs...)
+		eps = append(eps, m.ClientURLs...)
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 2 * time.Second
-	}
-	if c.CommandTimeout == 0 {
-		c.CommandTimeout = 3 * time.Second
-	}
-	return c
+	return a.Conn.To(eps)
 }
 
 func (a *Applier) spec(m PlanMember, extra ...string) runtime.MemberSpec {

@@ -42,21 +42,13 @@ func (a *Applier) Apply(ctx context.Context) ([]plan.Timing, error) {
 	return ex.Run(ctx, a.Plan.Steps, a.run)
 }
 
-func (a *Applier) conn(endpoints ...string) cluster.Conn {
-	c := a.Conn
-	c.Endpoints = endpoints
-	if len(endpoints) == 0 {
-		for _, m := range a.Plan.Members {
-			c.Endpoints = append(c.Endpoints, m.ClientURLs...)
-		}
+// conn reaches every member of the plan.
+func (a *Applier) conn() cluster.Conn {
+	var eps []string
+	for _, m := range a.Plan.Members {
+		eps = append(eps, m.ClientURLs...)
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 2 * time.Second
-	}
-	if c.CommandTimeout == 0 {
-		c.CommandTimeout = 3 * time.Second
-	}
-	return c
+	return a.Conn.To(eps)
 }
 
 func (a *Applier) run(ctx context.Context, s plan.Step) error {
