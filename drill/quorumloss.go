@@ -54,7 +54,7 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	p, err := recovery.NewPlan(a, filepath.Join(env.Dir, "backups"), env.Command, nil, nil, time.Now())
+	p, err := recovery.NewPlan(a, recovery.PlanOptions{BackupDir: filepath.Join(env.Dir, "backups"), EtcdCommand: env.Command}, time.Now())
 	if err != nil {
 		return err
 	}

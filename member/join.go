@@ -110,7 +110,12 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 		return out, nil
 	}
 	j.step(out, "wait until %s has caught up, then etcdctl member promote %x", spec.Name, id)
-	if err := j.promoteWhenReady(ctx, id, spec.DataDir); err != nil {
+	// Whether the process still runs can be seen only for a local process.
+	localDir := ""
+	if _, ok := j.Runtime.(local.Runtime); ok {
+		localDir = spec.DataDir
+	}
+	if err := j.promoteWhenReady(ctx, id, localDir); err != nil {
 		return out, err
 	}
 	out.Promoted = true
@@ -163,7 +168,9 @@ func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64, dataDir string
 	defer cancel()
 	var lastErr error
 	var goneSince time.Time
-	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+	// A short, steady retry: each refused try is cheap, and every wasted second here is a
+	// second of the recovery (etcd accepts the promotion the moment the learner is in sync).
+	for delay := 250 * time.Millisecond; ; {
 		// A member whose process is gone will never catch up: say so now, not at the timeout.
 		if dataDir != "" {
 			if _, _, ok := local.FindProcess(dataDir); ok {
@@ -218,7 +225,7 @@ func retryable(err error) bool {
 func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for delay := 200 * time.Millisecond; ; delay = min(delay*2, 2*time.Second) {
+	for delay := 250 * time.Millisecond; ; {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		v, err := op(rctx)
 		rcancel()

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 	"github.com/etcdmedic/etcdmedic/runtime/staticpod"
 )
 
@@ -34,6 +35,10 @@ type Applier struct {
 	Out     io.Writer
 	Conn    cluster.Conn // TLS and timeouts; endpoints come from the plan
 	Timeout time.Duration
+	// Operator answers the checkpoints of runbook members (nil: the plan must have none).
+	Operator *runbook.Operator
+
+	background map[string]chan error // backups running while the survivor is rebuilt
 }
 
 // Report is what apply did.
@@ -127,16 +132,25 @@ func initialClusterOf(m PlanMember) string {
 	return strings.Join(parts, ",")
 }
 
-// runtimeFor is how member m is stopped and started: its static pod, or a local process.
+// runtimeFor is how member m is stopped and started: its static pod, the operator following a
+// printed runbook, or a local process.
 func (a *Applier) runtimeFor(m PlanMember) runtime.Runtime {
-	if m.Manifest != "" {
+	switch {
+	case m.Manifest != "":
 		return staticpod.Runtime{Manifest: m.Manifest, Wait: a.Timeout}
+	case m.Runbook != "":
+		return runbook.Runtime{Node: m.Name, Style: m.Runbook, Operator: a.Operator, EtcdCommand: strings.Join(a.Plan.EtcdCommand, " "),
+			Conn: a.conn(), Wait: a.Timeout}
 	}
 	return a.Runtime
 }
 
-// isForced reports whether m runs with --force-new-cluster now.
+// isForced reports whether m runs with --force-new-cluster now. A runbook member's process is
+// on another node: running is false, and the step asks the operator (who sees it).
 func isForced(m PlanMember) (running, forced bool) {
+	if m.Runbook != "" {
+		return false, false
+	}
 	_, args, ok := local.FindProcess(m.DataDir)
 	return ok, ok && local.HasFlag(args, "--force-new-cluster")
 }
@@ -157,16 +171,13 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		}
 		return nil
 	case s.ID == "backup":
-		for _, m := range p.Members {
-			if err := a.backupOne(m); err != nil {
-				return err
-			}
-		}
-		return nil
+		return a.backupFirst()
 	case s.ID == "force-new-cluster":
 		running, forced := isForced(survivor)
 		if running && !forced {
 			return fmt.Errorf("%s runs without --force-new-cluster: stop it first", survivor.Name)
+		} else if survivor.Runbook != "" && a.servesWrites(ctx, survivor) {
+			a.say("%s already serves writes (started at an earlier checkpoint)", survivor.Name)
 		} else if !running {
 			if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor, "--force-new-cluster")); err != nil {
 				return err
@@ -177,7 +188,12 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		return a.removeLeftovers(ctx, survivor)
 	case s.ID == "restart-clean":
 		rt := a.runtimeFor(survivor)
-		if _, forced := isForced(survivor); forced {
+		if survivor.Runbook != "" {
+			// The operator restarts it: stop (checked: no answer), start without the flag.
+			if err := rt.Stop(ctx, a.spec(survivor)); err != nil {
+				return err
+			}
+		} else if _, forced := isForced(survivor); forced {
 			if err := rt.Stop(ctx, a.spec(survivor)); err != nil {
 				return err
 			}
@@ -202,6 +218,11 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 // backupOne copies one data dir into <backup>/<name>/data with a manifest, verified; a copy
 // already verified is kept as it is.
 func (a *Applier) backupOne(m PlanMember) error {
+	if m.Runbook != "" {
+		if _, err := os.Stat(m.DataDir); err != nil {
+			return a.operatorBackup(m)
+		}
+	}
 	final := filepath.Join(a.Plan.BackupDir, m.Name)
 	if err := verifyBackup(final); err == nil {
 		a.say("%s: backup already there and verified", m.Name)
@@ -210,13 +231,6 @@ func (a *Applier) backupOne(m PlanMember) error {
 	if _, err := os.Stat(final); err == nil {
 		return fmt.Errorf("backup %s exists but does not verify: move it aside and apply again", final)
 	}
-	files, total, err := backup.Checksum(m.DataDir, datadir.Ignorable)
-	if errors.Is(err, fs.ErrNotExist) {
-		files, total, err = nil, 0, nil // a wiped member: nothing to keep
-	}
-	if err != nil {
-		return fmt.Errorf("checksum %s: %w", m.DataDir, err)
-	}
 	partial := final + ".partial"
 	if err := os.RemoveAll(partial); err != nil { // an interrupted copy of ours, never the source
 		return err
@@ -224,7 +238,14 @@ func (a *Applier) backupOne(m PlanMember) error {
 	if err := os.MkdirAll(filepath.Join(partial, "data"), 0o700); err != nil {
 		return err
 	}
-	if err := backup.CopyTree(m.DataDir, filepath.Join(partial, "data"), files); err != nil {
+	var files []backup.FileSum
+	var total int64
+	if _, err := os.Stat(m.DataDir); err == nil {
+		// One read of each file: the checksums are of the bytes written to the copy.
+		if files, total, err = backup.CopyTreeSummed(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable); err != nil {
+			return fmt.Errorf("back up %s: %w", m.DataDir, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) { // not there: a wiped member, nothing to keep
 		return err
 	}
 	plan.Crashpoint("backup:" + m.Name + ":copied")
@@ -248,6 +269,9 @@ type backupManifest struct {
 	Files  []backup.FileSum `json:"files"`
 	Bytes  int64            `json:"bytes"`
 	At     time.Time        `json:"at"`
+	// TakenBy is set when the operator archived the data dir on its node (a runbook member):
+	// then Files is empty and the archive is there, not here.
+	TakenBy string `json:"takenBy,omitempty"`
 }
 
 func verifyBackup(dir string) error {
@@ -323,7 +347,17 @@ func (a *Applier) removeLeftovers(ctx context.Context, survivor PlanMember) erro
 }
 
 func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
-	if r, err := datadir.Inspect(m.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
+	if err := a.ensureBackup(m); err != nil {
+		return err
+	}
+	if m.KubeadmJoin {
+		return a.rejoinByKubeadm(ctx, m, rep)
+	}
+	if m.Runbook != "" {
+		if err := a.operatorQuarantine(m, rep); err != nil {
+			return err
+		}
+	} else if r, err := datadir.Inspect(m.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
 		v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
 		q, err := guard.Quarantine(m.DataDir, r, v, time.Now())
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
 
 // Plan is a recovery, decided once and applied (and re-applied after an interruption) as is.
@@ -35,15 +36,38 @@ type PlanMember struct {
 	// Manifest is the member's kubeadm static pod manifest: kubelet runs it, and the recovery
 	// stops and starts it by moving and editing that file. Empty: a local process.
 	Manifest string `json:"manifest,omitempty"`
+	// Runbook is set for a member on a node etcdmedic cannot act on: each of its steps is
+	// printed as commands for the operator, confirmed, and checked over the etcd API.
+	Runbook runbook.Style `json:"runbook,omitempty"`
+	// KubeadmJoin: the node was (or will be) reset with kubeadm and rejoins with kubeadm join
+	// --control-plane, which adds and promotes its etcd member itself.
+	KubeadmJoin bool `json:"kubeadmJoin,omitempty"`
+}
+
+// PlanOptions are the operator's choices that shape a plan.
+type PlanOptions struct {
+	BackupDir   string
+	EtcdCommand []string // empty: the etcd linked into etcdmedic
+	EtcdFlags   []string
+	// Manifests are kubeadm static pod manifests etcdmedic edits itself, by member name.
+	Manifests map[string]string
+	// Runbook members are run by the operator from printed commands, by member name.
+	Runbook map[string]runbook.Style
+	// KubeadmJoin members rejoin with kubeadm join --control-plane (their node is reset).
+	KubeadmJoin map[string]bool
 }
 
 // NewPlan turns an assessment into the steps of a recovery.
-func NewPlan(a *Assessment, backupDir string, etcdCommand, etcdFlags []string, manifests map[string]string, now time.Time) (*Plan, error) {
+func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
+	backupDir, etcdCommand, etcdFlags := o.BackupDir, o.EtcdCommand, o.EtcdFlags
 	if backupDir == "" {
 		return nil, errors.New("--backup-dir is required: every data dir is copied there before anything changes")
 	}
 	abs, err := filepath.Abs(backupDir)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkOptionNames(o, a); err != nil {
 		return nil, err
 	}
 	s := a.SurvivorCandidate()
@@ -65,30 +89,77 @@ func NewPlan(a *Assessment, backupDir string, etcdCommand, etcdFlags []string, m
 		if err != nil {
 			return nil, err
 		}
-		manifest := manifests[c.Name]
+		if err := checkMemberOptions(o, c.Name, a); err != nil {
+			return nil, err
+		}
+		manifest := o.Manifests[c.Name]
 		if manifest != "" {
 			if manifest, err = filepath.Abs(manifest); err != nil {
 				return nil, err
 			}
 		}
-		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs, Manifest: manifest})
+		style := o.Runbook[c.Name]
+		if o.KubeadmJoin[c.Name] {
+			style = runbook.Kubeadm
+		}
+		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs,
+			Manifest: manifest, Runbook: style, KubeadmJoin: o.KubeadmJoin[c.Name]})
 	}
 	// Members whose data is unreadable or wiped still rejoin, at the URLs the survivor's
 	// membership gives them.
 	p.Steps = []plan.Step{
 		{ID: "stop-all", Title: "stop every member (their data stays where it is)"},
-		{ID: "backup", Title: fmt.Sprintf("back up every data dir into %s with a checksum manifest, and verify it", abs)},
+		{ID: "backup", Title: fmt.Sprintf("back up every data dir into %s with a checksum manifest, verified: the survivor's now, the others' in the background while it is rebuilt (each verified before its member is touched)", abs)},
 		{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster (it keeps every entry up to index %d) and wait until it serves writes", s.Name, s.Committed())},
 		{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)},
 		{ID: "restart-clean", Title: fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)},
 	}
 	for _, m := range p.Members {
-		if m.Name != s.Name {
+		switch {
+		case m.Name == s.Name:
+		case m.KubeadmJoin:
+			p.Steps = append(p.Steps, plan.Step{ID: "rejoin:" + m.Name, Title: fmt.Sprintf("on node %s (printed for the operator): quarantine its old data, kubeadm reset, kubeadm join --control-plane (which adds it as a learner and promotes it); checked over the etcd API", m.Name)})
+		default:
 			p.Steps = append(p.Steps, plan.Step{ID: "rejoin:" + m.Name, Title: fmt.Sprintf("quarantine %s's old data (never deleted), add it back as a learner, start it, wait until caught up, promote", m.Name)})
 		}
 	}
 	p.Steps = append(p.Steps, plan.Step{ID: "verify", Title: fmt.Sprintf("verify: every member up, a leader, no critical finding, equal hashes, revision at least %d", s.Revision)})
 	return p, nil
+}
+
+// checkMemberOptions refuses options that name no member or contradict each other.
+func checkMemberOptions(o PlanOptions, name string, a *Assessment) error {
+	if o.Manifests[name] != "" && (o.Runbook[name] != "" || o.KubeadmJoin[name]) {
+		return fmt.Errorf("member %s: --kubeadm-manifest (etcdmedic edits the manifest) and --runbook/--kubeadm-join (the operator acts) exclude each other", name)
+	}
+	if o.KubeadmJoin[name] && name == a.Survivor {
+		return fmt.Errorf("member %s is the survivor: it is rebuilt in place, not joined again; drop --kubeadm-join %s", name, name)
+	}
+	return nil
+}
+
+// checkOptionNames refuses options naming a member the assessment does not have.
+func checkOptionNames(o PlanOptions, a *Assessment) error {
+	known := map[string]bool{}
+	for _, c := range a.Candidates {
+		known[c.Name] = true
+	}
+	for _, names := range []map[string]bool{keys(o.Manifests), keys(o.Runbook), o.KubeadmJoin} {
+		for n := range names {
+			if !known[n] {
+				return fmt.Errorf("no member called %s among the data dirs given (--data-dir NAME=PATH)", n)
+			}
+		}
+	}
+	return nil
+}
+
+func keys[V any](m map[string]V) map[string]bool {
+	out := map[string]bool{}
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }
 
 // Save writes the plan into dir (created if needed) with its checksum.

@@ -20,11 +20,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/etcdmedic/etcdmedic/bench/internal/dataset"
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 )
 
@@ -65,10 +64,10 @@ func run() error {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
 	var err error
-	if cfg.sizes, err = parseSizes(*sizes); err != nil {
+	if cfg.sizes, err = dataset.ParseSizes(*sizes); err != nil {
 		return err
 	}
-	if cfg.valueBytes, err = parseSize(*value); err != nil {
+	if cfg.valueBytes, err = dataset.ParseSize(*value); err != nil {
 		return fmt.Errorf("-value: %w", err)
 	}
 	if cfg.runs < 1 || cfg.out == "" {
@@ -101,11 +100,11 @@ func run() error {
 	for _, size := range cfg.sizes {
 		dir, info, err := ensureDataDir(ctx, etcd, cfg, size)
 		if err != nil {
-			return fmt.Errorf("build a %s data dir: %w", formatSize(size), err)
+			return fmt.Errorf("build a %s data dir: %w", dataset.FormatSize(size), err)
 		}
 		res, err := measure(ctx, cfg, dir, info, etcdutl, etcdmedic)
 		if err != nil {
-			return fmt.Errorf("measure the %s data dir %s: %w", formatSize(size), dir, err)
+			return fmt.Errorf("measure the %s data dir %s: %w", dataset.FormatSize(size), dir, err)
 		}
 		results = append(results, res)
 	}
@@ -138,51 +137,4 @@ func commandOutput(ctx context.Context, dir, name string, args ...string) (strin
 	return string(bytes.TrimSpace(out.Bytes())), nil
 }
 
-func parseSizes(s string) ([]int64, error) {
-	var sizes []int64
-	for _, f := range strings.Split(s, ",") {
-		n, err := parseSize(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("-sizes: %w", err)
-		}
-		sizes = append(sizes, n)
-	}
-	return sizes, nil
-}
-
-// parseSize reads 64MiB, 1GiB, 100KiB or a plain byte count.
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"B", 1}}
-	num, mult := s, int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			num, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("size %q: want a positive count with an optional KiB, MiB or GiB suffix", s)
-	}
-	return n * mult, nil
-}
-
-// formatSize writes a size the way -sizes takes it, in the largest unit that divides it.
-func formatSize(n int64) string {
-	switch {
-	case n%(1<<30) == 0:
-		return fmt.Sprintf("%dGiB", n>>30)
-	case n%(1<<20) == 0:
-		return fmt.Sprintf("%dMiB", n>>20)
-	case n%(1<<10) == 0:
-		return fmt.Sprintf("%dKiB", n>>10)
-	}
-	return fmt.Sprintf("%dB", n)
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s bench/inspect: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
+var logf = dataset.Logger("bench/inspect").Printf

@@ -5,24 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/bench/internal/dataset"
 )
 
 const (
-	// writers is how many goroutines put values; etcd batches their proposals.
-	writers = 32
 	// readyTimeout bounds the wait for the new member to serve.
 	readyTimeout = 30 * time.Second
 	// stopGrace is how long a SIGTERMed etcd may take to exit before it is killed (and the
@@ -49,7 +45,7 @@ type dataDirInfo struct {
 // ensureDataDir returns the etcd data dir of a stopped member with a db of about size bytes,
 // and how it was built, building it under cfg.out unless a complete one is there.
 func ensureDataDir(ctx context.Context, etcd string, cfg config, size int64) (string, dataDirInfo, error) {
-	base := filepath.Join(cfg.out, fmt.Sprintf("%s-%s-value%s", cfg.version, formatSize(size), formatSize(cfg.valueBytes)))
+	base := filepath.Join(cfg.out, fmt.Sprintf("%s-%s-value%s", cfg.version, dataset.FormatSize(size), dataset.FormatSize(cfg.valueBytes)))
 	dataDir := filepath.Join(base, "data")
 	infoPath := filepath.Join(base, "built.json")
 	var info dataDirInfo
@@ -66,7 +62,7 @@ func ensureDataDir(ctx context.Context, etcd string, cfg config, size int64) (st
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return "", info, err
 	}
-	logf("building %s: etcd %s, %s values until the db is %s", dataDir, cfg.version, formatSize(cfg.valueBytes), formatSize(size))
+	logf("building %s: etcd %s, %s values until the db is %s", dataDir, cfg.version, dataset.FormatSize(cfg.valueBytes), dataset.FormatSize(size))
 	started := time.Now()
 	info, err := fillMember(ctx, etcd, cfg, base, dataDir, size)
 	if err != nil {
@@ -85,7 +81,7 @@ func ensureDataDir(ctx context.Context, etcd string, cfg config, size int64) (st
 // lets the WAL purge settle, and stops the member with SIGTERM.
 func fillMember(ctx context.Context, etcd string, cfg config, base, dataDir string, size int64) (dataDirInfo, error) {
 	info := dataDirInfo{Version: cfg.version, TargetBytes: size, ValueBytes: cfg.valueBytes}
-	ports, err := freePorts(2)
+	ports, err := dataset.FreePorts(2)
 	if err != nil {
 		return info, err
 	}
@@ -135,7 +131,9 @@ func fillMember(ctx context.Context, etcd string, cfg config, base, dataDir stri
 	if err := waitReady(ctx, cli, clientURL, done); err != nil {
 		return info, err
 	}
-	if err := fill(ctx, cli, filepath.Join(dataDir, "member", "snap", "db"), size, cfg.valueBytes, &info); err != nil {
+	filled, err := dataset.Fill(ctx, cli, filepath.Join(dataDir, "member", "snap", "db"), size, cfg.valueBytes, logf)
+	info.Keys, info.WrittenBytes = filled.Keys, filled.WrittenBytes
+	if err != nil {
 		return info, err
 	}
 	settleWAL(ctx, filepath.Join(dataDir, "member", "wal"))
@@ -174,73 +172,6 @@ func waitReady(ctx context.Context, cli *clientv3.Client, endpoint string, exite
 	return fmt.Errorf("etcd not serving on %s after %s", endpoint, readyTimeout)
 }
 
-// fill puts values under unique keys from several goroutines until the db file is at least
-// size bytes. It writes at most 4x size, in case the db does not grow as expected.
-func fill(ctx context.Context, cli *clientv3.Client, dbPath string, size, valueBytes int64, info *dataDirInfo) error {
-	value := make([]byte, valueBytes)
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range value {
-		value[i] = byte(r.Uint32())
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	limit := 4 * size / valueBytes
-	var next, written atomic.Int64
-	errs := make(chan error, writers)
-	var wg sync.WaitGroup
-	for range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				n := next.Add(1)
-				if n > limit || ctx.Err() != nil {
-					return
-				}
-				pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-				_, err := cli.Put(pctx, fmt.Sprintf("/bench/%09d", n), string(value))
-				pcancel()
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- fmt.Errorf("put: %w", err)
-						cancel()
-					}
-					return
-				}
-				written.Add(1)
-			}
-		}()
-	}
-	// The db file grows as the backend commits (every 100 ms); watching the file itself keeps
-	// the overshoot to a commit or two of writes.
-	reached := false
-	lastLog := time.Now()
-	for !reached && ctx.Err() == nil && next.Load() <= limit {
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-		if st, err := os.Stat(dbPath); err == nil {
-			reached = st.Size() >= size
-			if time.Since(lastLog) > 10*time.Second {
-				logf("  db %d MiB of %d MiB", st.Size()>>20, size>>20)
-				lastLog = time.Now()
-			}
-		}
-	}
-	cancel()
-	wg.Wait()
-	close(errs)
-	info.Keys, info.WrittenBytes = written.Load(), written.Load()*valueBytes
-	if err := <-errs; err != nil {
-		return err
-	}
-	if !reached {
-		return fmt.Errorf("db did not reach %d bytes after %d puts of %d bytes", size, info.Keys, valueBytes)
-	}
-	return nil
-}
-
 // settleWAL waits for one WAL purge while the member has more segments than etcd keeps, so
 // the data dir is the steady state of a member that ran a while rather than one cut off
 // mid-purge. Segments no snapshot has released stay: then it waits purgeWait and moves on.
@@ -253,18 +184,4 @@ func settleWAL(ctx context.Context, walDir string) {
 		}
 		time.Sleep(time.Second)
 	}
-}
-
-// freePorts returns n distinct ports on 127.0.0.1 that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdmedic/etcdmedic/bench/internal/dataset"
 )
 
 // The issue's targets for `etcdmedic inspect` without --deep.
@@ -31,7 +33,7 @@ func printReport(w io.Writer, cfg config, results []sizeResult, loadBefore strin
 	// Other work on the machine shows up in the times and, through the GC, in RSS.
 	fmt.Fprintf(w, "Load average (1, 5, 15 min) at the start of the run: %s; at the end: %s.\n\n", loadBefore, loadAverage())
 	fmt.Fprintf(w, "etcd and etcdutl %s; values of %s under unique keys, no compaction; %d warm and %d cold runs of each tool per size, alternating the tools; ratios and targets use medians.\n\n",
-		cfg.version, formatSize(cfg.valueBytes), cfg.runs, cfg.runs)
+		cfg.version, dataset.FormatSize(cfg.valueBytes), cfg.runs, cfg.runs)
 	if len(results) > 0 {
 		worst := 0.0
 		for _, r := range results {
@@ -52,7 +54,7 @@ func printReport(w io.Writer, cfg config, results []sizeResult, loadBefore strin
 	}
 
 	fmt.Fprintf(w, "\n## Targets for etcdmedic inspect\n\n")
-	fmt.Fprintf(w, "The speed-up targets are set for a db of %s or more (the issue's); smaller dbs show the ratio only.\n\n", formatSize(ratioTargetFrom))
+	fmt.Fprintf(w, "The speed-up targets are set for a db of %s or more (the issue's); smaller dbs show the ratio only.\n\n", dataset.FormatSize(ratioTargetFrom))
 	fmt.Fprintf(w, "| db | etcdutl / etcdmedic warm | cold | warm < %s | warm >= %dx | cold >= %dx | peak RSS < %s |\n",
 		dur(targetWarm), targetWarmRatio, targetColdRatio, kib(targetRSSKiB))
 	fmt.Fprintf(w, "|---:|---:|---:|---|---|---|---|\n")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/recovery"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
 
 // recoverPlanResult is what `recover plan` prints.
@@ -53,7 +54,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var dataDirs []string
 	var backupDir, planDir, survivor, etcdCmd string
-	var etcdFlags, manifests []string
+	var etcdFlags, manifests, runbooks, kubeadmJoins []string
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Assess a cluster without quorum, choose the survivor, and write the recovery plan (changes nothing)",
@@ -92,7 +93,22 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 				}
 				byName[name] = path
 			}
-			p, err := recovery.NewPlan(a, backupDir, command, etcdFlags, byName, time.Now())
+			po := recovery.PlanOptions{BackupDir: backupDir, EtcdCommand: command, EtcdFlags: etcdFlags, Manifests: byName,
+				Runbook: map[string]runbook.Style{}, KubeadmJoin: map[string]bool{}}
+			for _, rb := range runbooks {
+				name, style, _ := strings.Cut(rb, "=")
+				if style == "" {
+					style = string(runbook.Process)
+				}
+				if name == "" || (style != string(runbook.Process) && style != string(runbook.Kubeadm)) {
+					return failf("", "--runbook %q: want NAME or NAME=process|kubeadm", rb)
+				}
+				po.Runbook[name] = runbook.Style(style)
+			}
+			for _, name := range kubeadmJoins {
+				po.KubeadmJoin[name] = true
+			}
+			p, err := recovery.NewPlan(a, po, time.Now())
 			if err != nil {
 				return failf("", "%v", err)
 			}
@@ -110,6 +126,8 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&survivor, "survivor", "", "rebuild from this member instead of the best one (its loss is stated)")
 	cmd.Flags().StringVar(&etcdCmd, "etcd-command", "", "how apply runs etcd, e.g. \"/usr/local/bin/etcd\" (default: the etcd linked into etcdmedic)")
 	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member starts with (repeatable), e.g. TLS files")
+	cmd.Flags().StringArrayVar(&runbooks, "runbook", nil, "a member on a node etcdmedic cannot act on, as NAME or NAME=process|kubeadm (repeatable): apply prints its commands and waits for you to confirm each checkpoint")
+	cmd.Flags().StringArrayVar(&kubeadmJoins, "kubeadm-join", nil, "a member whose node was reset with kubeadm (repeatable): it rejoins with kubeadm join --control-plane, printed for you to run")
 	cmd.Flags().StringArrayVar(&manifests, "kubeadm-manifest", nil, "a member run by kubelet as NAME=PATH of its static pod manifest (repeatable): stopped and started by moving and editing it")
 	return cmd
 }
@@ -161,7 +179,8 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout}
+			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout,
+				Operator: runbook.NewOperator(cmd.InOrStdin(), cmd.ErrOrStderr())}
 			rep, err := ap.Apply(cmd.Context())
 			if rep != nil {
 				pr, _ := printerFor(opts.writeOut)

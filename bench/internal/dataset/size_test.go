@@ -1,4 +1,4 @@
-package main
+package dataset
 
 import "testing"
 
@@ -20,13 +20,13 @@ func TestParseSize(t *testing.T) {
 		{"MiB", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseSize(tt.in)
+		got, err := ParseSize(tt.in)
 		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
+			t.Errorf("ParseSize(%q) = %d, %v; want %d, ok=%v", tt.in, got, err, tt.want, tt.ok)
 		}
 		if tt.ok {
-			if back, _ := parseSize(formatSize(got)); back != got {
-				t.Errorf("formatSize(%d) = %q does not parse back", got, formatSize(got))
+			if back, _ := ParseSize(FormatSize(got)); back != got {
+				t.Errorf("FormatSize(%d) = %q does not parse back", got, FormatSize(got))
 			}
 		}
 	}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+const (
+	toolScript    = "manual script"
+	toolEtcdmedic = "etcdmedic recover"
+	// runTimeout bounds one recovery by either tool.
+	runTimeout = 10 * time.Minute
+)
+
+// stepTime is how long one step took.
+type stepTime struct {
+	name string
+	took time.Duration
+}
+
+// sample is one recovery by one tool.
+type sample struct {
+	wall  time.Duration
+	steps []stepTime
+}
+
+// sizeResult is every run on one data set.
+type sizeResult struct {
+	set            *dataSet
+	script, medic  []sample
+	keysAfterEvery int64
+}
+
+// measure alternates the two tools on fresh copies of the data set, each from the incident's
+// state: the member that was not killed runs alone, without quorum.
+func measure(ctx context.Context, t tools, cfg config, set *dataSet) (sizeResult, error) {
+	res := sizeResult{set: set, keysAfterEvery: set.Keys}
+	for i := range 2 * cfg.runs {
+		tool := toolScript
+		if (i%2 == 0) == (i/2%2 == 1) { // script, medic, medic, script, script, medic, ...
+			tool = toolEtcdmedic
+		}
+		s, err := runOnce(ctx, t, cfg, set, tool, i)
+		if err != nil {
+			return res, fmt.Errorf("%s, run %d: %w", tool, i+1, err)
+		}
+		logf("%s %s run %d: %s", dataSetName(set), tool, i/2+1, s.wall.Round(10*time.Millisecond))
+		if tool == toolScript {
+			res.script = append(res.script, s)
+		} else {
+			res.medic = append(res.medic, s)
+		}
+	}
+	return res, nil
+}
+
+func dataSetName(set *dataSet) string { return filepath.Base(set.base) }
+
+// runOnce prepares the incident on fresh copies, runs one tool, and checks that the cluster it
+// leaves has every key that was acknowledged.
+func runOnce(ctx context.Context, t tools, cfg config, set *dataSet, tool string, n int) (sample, error) {
+	runDir := filepath.Join(set.base, fmt.Sprintf("run-%d", n+1))
+	killUnder(runDir)
+	if err := os.RemoveAll(runDir); err != nil {
+		return sample{}, err
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return sample{}, err
+	}
+	defer func() {
+		killUnder(runDir)
+		if !cfg.keep {
+			os.RemoveAll(runDir)
+		}
+	}()
+	var dirs []string
+	for _, m := range set.Members {
+		dir := filepath.Join(runDir, m.Name)
+		if err := copyTree(ctx, filepath.Join(set.golden(), m.Name), dir); err != nil {
+			return sample{}, err
+		}
+		dirs = append(dirs, dir)
+	}
+	// The incident: the first member runs alone, without quorum (its peers were killed).
+	if _, _, err := set.startMember(t.etcd, set.Members[0], dirs[0]); err != nil {
+		return sample{}, err
+	}
+	if err := waitStatus(ctx, set.Members[0].ClientURL); err != nil {
+		return sample{}, err
+	}
+	var s sample
+	var err error
+	started := time.Now()
+	if tool == toolScript {
+		s.steps, err = runScript(ctx, t, set, dirs, runDir)
+	} else {
+		s.steps, err = runEtcdmedic(ctx, t, set, dirs, runDir)
+	}
+	s.wall = time.Since(started)
+	if err != nil {
+		return s, err
+	}
+	return s, checkNothingLost(ctx, set)
+}
+
+// waitStatus waits until a member answers Status (it has no leader: that is the point).
+func waitStatus(ctx context.Context, endpoint string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := cli.Status(sctx, endpoint)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s does not answer status: %v", endpoint, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// checkNothingLost counts the benchmark's keys on every member (serializable reads: each
+// member's own data).
+func checkNothingLost(ctx context.Context, set *dataSet) error {
+	for _, m := range set.Members {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			return err
+		}
+		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := cli.Get(gctx, "/bench/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+		cancel()
+		cli.Close()
+		if err != nil {
+			return fmt.Errorf("count keys on %s: %w", m.Name, err)
+		}
+		if resp.Count != set.Keys {
+			return fmt.Errorf("%s has %d of the %d acknowledged keys", m.Name, resp.Count, set.Keys)
+		}
+	}
+	return nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration{}, ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,54 @@
+package recovery
+
+import "fmt"
+
+// Backups come first for the survivor, whose data the rebuild changes at once. The other
+// members' data dirs stay untouched until their own rejoin step, so they are copied in the
+// background while the survivor is rebuilt, and each rejoin waits for its member's verified
+// backup before it moves anything. Runbook members whose data dir is not readable here are
+// archived by the operator, at a checkpoint, up front.
+
+// backupFirst backs up the survivor and every member the operator archives, then starts the
+// background copies of the others.
+func (a *Applier) backupFirst() error {
+	var later []PlanMember
+	for _, m := range a.Plan.Members {
+		if m.Name == a.Plan.Survivor || m.Runbook != "" {
+			if err := a.backupOne(m); err != nil {
+				return err
+			}
+			continue
+		}
+		later = append(later, m)
+	}
+	a.background = map[string]chan error{}
+	for _, m := range later {
+		a.background[m.Name] = make(chan error, 1)
+	}
+	go func() {
+		for _, m := range later {
+			a.background[m.Name] <- a.backupOne(m)
+		}
+	}()
+	if len(later) > 0 {
+		a.say("backing up %d more data dirs in the background; each is verified before its member is touched", len(later))
+	}
+	return nil
+}
+
+// ensureBackup returns once m's backup is verified: the background copy when one runs (in this
+// process), or a copy made now (after an interruption, or when verification failed).
+func (a *Applier) ensureBackup(m PlanMember) error {
+	if ch, ok := a.background[m.Name]; ok {
+		delete(a.background, m.Name)
+		if err := <-ch; err == nil {
+			return nil
+		} else {
+			a.say("%s: the background backup failed (%v): backing up again", m.Name, err)
+		}
+	}
+	if err := a.backupOne(m); err != nil {
+		return fmt.Errorf("%s's data dir must be backed up before it is touched: %w", m.Name, err)
+	}
+	return nil
+}
