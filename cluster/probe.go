@@ -80,6 +80,11 @@ func hexID(id uint64) string { return fmt.Sprintf("%x", id) }
 type ProbeOptions struct {
 	// Discover probes every client URL any member list names, not only the given endpoints.
 	Discover bool
+	// WithoutQuorum asks only what a member answers without quorum (status, member list) and
+	// skips the health read and the alarm list, which go through raft: a member that has just
+	// lost its leader still names it for up to an election timeout, and those reads would wait
+	// out the whole command timeout.
+	WithoutQuorum bool
 }
 
 // ProbeAll probes the given endpoints and, as member lists arrive, every client URL they name,
@@ -110,7 +115,7 @@ func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
 			defer wg.Done()
 			// Discovered members are probed as soon as a member list arrives, not when this
 			// probe ends: its health read can block until an election ends.
-			probeOne(ctx, conn, p, func(members []Member) {
+			probeOne(ctx, conn, p, opts.WithoutQuorum, func(members []Member) {
 				if opts.Discover {
 					for _, m := range members {
 						for _, u := range m.ClientURLs {
@@ -143,7 +148,7 @@ func normalizeEndpoint(ep string) string {
 }
 
 // probeOne asks one endpoint for its status, member list, health and alarms, in parallel.
-func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)) {
+func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMembers func([]Member)) {
 	started := time.Now()
 	defer func() { p.Took = time.Since(started) }()
 	// A plain TCP connect first: a dead member refuses at once, and saying "connection
@@ -160,6 +165,13 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 		return
 	}
 	defer cli.Close()
+	// The health read and the alarm list go through raft: without a leader they wait out the
+	// whole timeout. A status that names no leader settles them at once.
+	quorumCtx, noLeader := context.WithCancelCause(ctx)
+	defer noLeader(nil)
+	if withoutQuorum {
+		noLeader(errNotAsked)
+	}
 	var wg sync.WaitGroup
 	var statusErr error
 	wg.Go(func() {
@@ -167,6 +179,9 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 		if err != nil {
 			statusErr = err
 			return
+		}
+		if resp.Leader == 0 {
+			noLeader(errNoLeader)
 		}
 		p.Status = &Status{
 			ClusterID: hexID(resp.Header.ClusterId), MemberID: hexID(resp.Header.MemberId), Leader: hexID(resp.Leader),
@@ -190,15 +205,19 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 	})
 	wg.Go(func() {
 		// etcdctl endpoint health: a linearizable read; "permission denied" still proves quorum.
-		_, err := cli.Get(ctx, "health")
+		_, err := cli.Get(quorumCtx, "health")
 		if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
 			p.Healthy = true
+			return
+		}
+		if cause := context.Cause(quorumCtx); cause == errNoLeader || cause == errNotAsked {
+			p.HealthErr = cause.Error()
 			return
 		}
 		p.HealthErr = describeErr(ctx, err)
 	})
 	wg.Go(func() {
-		resp, err := cli.AlarmList(ctx)
+		resp, err := cli.AlarmList(quorumCtx)
 		if err != nil {
 			return
 		}
@@ -213,6 +232,12 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, onMembers func([]Member)
 	}
 	p.Reached = true
 }
+
+// errNoLeader is the health of a member whose status names no leader.
+var errNoLeader = errors.New("no leader: the member's status names none (quorum lost or an election under way)")
+
+// errNotAsked is the health of a member probed WithoutQuorum.
+var errNotAsked = errors.New("not asked (probed for what a member answers without quorum)")
 
 // preflight connects (and, with TLS, shakes hands) once: a dead member refuses at once, and
 // a wrong CA gets its real reason, where the etcd client would only time out.

@@ -74,7 +74,7 @@ func Assess(ctx context.Context, conn *cluster.Conn, members []MemberInput, surv
 	}
 	var view *cluster.View
 	if conn != nil && len(conn.Endpoints) > 0 {
-		view = cluster.Diagnose(ctx, *conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+		view = cluster.Diagnose(ctx, *conn, cluster.ProbeOptions{Discover: true, WithoutQuorum: true}, false, time.Now)
 		if len(view.Members) > 0 && !view.Quorum.Lost() && len(view.Leaders) > 0 {
 			return nil, fmt.Errorf("%w: %d of %d voters are up and there is a leader; replace failed members instead (etcdmedic member replace)", ErrNotNeeded, view.Quorum.VotersUp, view.Quorum.Voters)
 		}
