@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -9,15 +10,21 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
+	"time"
 )
 
 // CopyTreeSummed copies every regular file under src into dst (skipping the top-level entries
-// skip names), reading each file once: the checksum is of the very bytes written. Each copy is
-// fsynced, and so is every folder created. src must not change meanwhile (a stopped member).
-func CopyTreeSummed(src, dst string, skip map[string]bool) ([]FileSum, int64, error) {
-	var out []FileSum
-	var total int64
-	buf := make([]byte, 1<<20)
+// skip names), reading each file once: the checksum is of the very bytes written. workers
+// files are copied at a time. Each copy is fsynced, and so is every folder created. src must
+// not change meanwhile (a stopped member).
+func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileSum, int64, error) {
+	type job struct {
+		rel   string
+		mode  fs.FileMode
+		mtime time.Time
+	}
+	var jobs []job
 	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -39,16 +46,45 @@ func CopyTreeSummed(src, dst string, skip map[string]bool) ([]FileSum, int64, er
 		if err != nil {
 			return err
 		}
-		sum, n, err := copySummed(p, filepath.Join(dst, rel), info.Mode().Perm(), buf)
-		if err != nil {
-			return err
-		}
-		out = append(out, FileSum{Path: rel, Size: n, Mode: info.Mode(), SHA256: sum})
-		total += n
+		jobs = append(jobs, job{rel, info.Mode(), info.ModTime().UTC()})
 		return nil
 	})
 	if err != nil {
 		return nil, 0, err
+	}
+	// Largest first, so that the workers finish together.
+	sizes := map[string]int64{}
+	for _, j := range jobs {
+		if st, err := os.Stat(filepath.Join(src, j.rel)); err == nil {
+			sizes[j.rel] = st.Size()
+		}
+	}
+	sort.SliceStable(jobs, func(a, b int) bool { return sizes[jobs[a].rel] > sizes[jobs[b].rel] })
+	out := make([]FileSum, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Go(func() {
+			buf := make([]byte, 1<<20)
+			for i := range next {
+				j := jobs[i]
+				sum, n, err := copySummed(filepath.Join(src, j.rel), filepath.Join(dst, j.rel), j.mode.Perm(), buf)
+				out[i], errs[i] = FileSum{Path: j.rel, Size: n, Mode: j.mode, SHA256: sum, ModTime: j.mtime}, err
+			}
+		})
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var total int64
+	for i := range out {
+		if errs[i] != nil {
+			return nil, 0, errs[i]
+		}
+		total += out[i].Size
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	// The folders' entries must survive a crash too.
@@ -62,6 +98,51 @@ func CopyTreeSummed(src, dst string, skip map[string]bool) ([]FileSum, int64, er
 		}
 	}
 	return out, total, nil
+}
+
+// VerifyAgainstSource checks that every file of a copy made by CopyTreeSummed is byte for byte
+// the source file it was summed from: the copy then has the sums of the manifest, proven
+// without hashing it again. A source that changed since fails too.
+func VerifyAgainstSource(copyRoot, srcRoot string, files []FileSum) error {
+	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	for _, f := range files {
+		if err := sameBytes(filepath.Join(copyRoot, f.Path), filepath.Join(srcRoot, f.Path), f.Size, a, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sameBytes(copyPath, srcPath string, size int64, a, b []byte) error {
+	cf, err := os.Open(copyPath)
+	if err != nil {
+		return err
+	}
+	defer cf.Close()
+	sf, err := os.Open(srcPath)
+	if err != nil {
+		return err
+	}
+	defer sf.Close()
+	var seen int64
+	for {
+		n, err := io.ReadFull(cf, a)
+		m, serr := io.ReadFull(sf, b[:n])
+		if m != n || !bytes.Equal(a[:n], b[:n]) || (serr != nil && serr != io.ErrUnexpectedEOF && serr != io.EOF) {
+			return fmt.Errorf("%s differs from its source %s near byte %d", copyPath, srcPath, seen)
+		}
+		seen += int64(n)
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if extra, _ := sf.Read(b[:1]); extra > 0 || seen != size {
+		return fmt.Errorf("%s has %d bytes, its source %s another size (manifest: %d)", copyPath, seen, srcPath, size)
+	}
+	return nil
 }
 
 func copySummed(src, dst string, mode fs.FileMode, buf []byte) (string, int64, error) {

@@ -17,7 +17,7 @@ func TestCopyTreeSummedCopiesWhatItSums(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	files, total, err := CopyTreeSummed(src, dst, map[string]bool{"skip.me": true})
+	files, total, err := CopyTreeSummed(src, dst, map[string]bool{"skip.me": true}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,49 @@ func TestCopyTreeSummedCopiesWhatItSums(t *testing.T) {
 	if err := Verify(dst, files); err != nil {
 		t.Fatal(err)
 	}
+	if err := VerifyAgainstSource(dst, src, files); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "member/wal/0.wal"), []byte("WAL"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyAgainstSource(dst, src, files); err == nil {
+		t.Error("a copy that differs from its source verified")
+	}
+	if err := os.WriteFile(filepath.Join(dst, "member/wal/0.wal"), []byte("wal+"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyAgainstSource(dst, src, files); err == nil {
+		t.Error("a longer copy verified")
+	}
 	if _, err := os.Stat(filepath.Join(dst, "skip.me")); !os.IsNotExist(err) {
 		t.Errorf("skipped folder copied: %v", err)
+	}
+}
+
+func TestUnchangedIsTheQuickCheck(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "db")
+	if err := os.WriteFile(p, []byte("bbolt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sums, _, err := Checksum(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Unchanged(root, sums, nil) {
+		t.Fatal("an untouched tree is not unchanged")
+	}
+	if err := os.WriteFile(p, []byte("bbolt!"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if Unchanged(root, sums, nil) {
+		t.Error("a file that grew is unchanged")
+	}
+	if err := os.WriteFile(filepath.Join(root, "new"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if Unchanged(root, sums, nil) || Unchanged(root, nil, nil) {
+		t.Error("a tree with another file is unchanged")
 	}
 }

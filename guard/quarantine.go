@@ -27,6 +27,9 @@ type Manifest struct {
 	Reason  string           `json:"reason"`
 	Files   []backup.FileSum `json:"files"`
 	Bytes   int64            `json:"bytes"`
+	// SumsFrom is set when the checksums were not computed here but taken from a verified
+	// backup of the same files, unchanged since (same sizes and modification times).
+	SumsFrom string `json:"sumsFrom,omitempty"`
 }
 
 // Quarantined says where a data dir's contents went.
@@ -43,6 +46,18 @@ const partialSuffix = ".partial"
 // entries, one rename each, then a check of every checksum. Nothing is deleted. Interrupted at
 // any point, running it again finishes the same quarantine.
 func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time) (*Quarantined, error) {
+	return quarantine(dataDir, report, v, now, nil, "")
+}
+
+// QuarantineKnown is Quarantine for a data dir whose files were just summed elsewhere (a
+// verified backup, named by from): when every file still has the size and modification time
+// it had then, those sums are used, and after the move (renames, which cannot change a byte)
+// the files are checked by size and time instead of read again. Otherwise it is Quarantine.
+func QuarantineKnown(dataDir string, report *datadir.Report, v Verdict, now time.Time, known []backup.FileSum, from string) (*Quarantined, error) {
+	return quarantine(dataDir, report, v, now, known, from)
+}
+
+func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time, known []backup.FileSum, from string) (*Quarantined, error) {
 	if !v.Movable {
 		return nil, fmt.Errorf("%s is %s and must not be moved: %s", dataDir, v.Class, v.Reason)
 	}
@@ -74,7 +89,12 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if err := backup.ReadJSON(manifestPath, &m); errors.Is(err, fs.ErrNotExist) {
 		// Nothing has moved yet: checksum everything where it is.
 		m = Manifest{Source: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: topLevel(dataDir)}
-		if m.Files, m.Bytes, err = backup.Checksum(dataDir, datadir.Ignorable); err != nil {
+		if known != nil && backup.Unchanged(dataDir, known, datadir.Ignorable) {
+			m.Files, m.SumsFrom = known, from
+			for _, f := range known {
+				m.Bytes += f.Size
+			}
+		} else if m.Files, m.Bytes, err = backup.Checksum(dataDir, datadir.Ignorable); err != nil {
 			return nil, err
 		}
 		if err := backup.WriteJSONAtomic(manifestPath, m); err != nil {
@@ -118,7 +138,16 @@ func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if err := backup.SyncDir(dataDir); err != nil {
 		return nil, err
 	}
-	if err := backup.Verify(data, m.Files); err != nil {
+	check := backup.Verify
+	if m.SumsFrom != "" {
+		check = func(root string, want []backup.FileSum) error {
+			if !backup.Unchanged(root, want, nil) {
+				return errors.New("a file's size or modification time changed in the move")
+			}
+			return nil
+		}
+	}
+	if err := check(data, m.Files); err != nil {
 		return nil, fmt.Errorf("quarantine %s does not match its manifest (nothing was deleted; the data is in %s): %w", partial, data, err)
 	}
 	final := strings.TrimSuffix(partial, partialSuffix)

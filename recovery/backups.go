@@ -1,6 +1,12 @@
 package recovery
 
-import "fmt"
+import (
+	"fmt"
+	goruntime "runtime"
+)
+
+// foregroundWorkers copy files in parallel when nothing else waits: one per CPU, up to 4.
+func foregroundWorkers() int { return min(4, goruntime.NumCPU()) }
 
 // Backups come first for the survivor, whose data the rebuild changes at once. The other
 // members' data dirs stay untouched until their own rejoin step, so they are copied in the
@@ -14,7 +20,7 @@ func (a *Applier) backupFirst() error {
 	var later []PlanMember
 	for _, m := range a.Plan.Members {
 		if m.Name == a.Plan.Survivor || m.Runbook != "" {
-			if err := a.backupOne(m); err != nil {
+			if err := a.backupOne(m, foregroundWorkers()); err != nil {
 				return err
 			}
 			continue
@@ -27,7 +33,7 @@ func (a *Applier) backupFirst() error {
 	}
 	go func() {
 		for _, m := range later {
-			a.background[m.Name] <- a.backupOne(m)
+			a.background[m.Name] <- a.backupOne(m, 1) // one file at a time: the survivor is bootstrapping
 		}
 	}()
 	if len(later) > 0 {
@@ -47,7 +53,7 @@ func (a *Applier) ensureBackup(m PlanMember) error {
 			a.say("%s: the background backup failed (%v): backing up again", m.Name, err)
 		}
 	}
-	if err := a.backupOne(m); err != nil {
+	if err := a.backupOne(m, foregroundWorkers()); err != nil {
 		return fmt.Errorf("%s's data dir must be backed up before it is touched: %w", m.Name, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -35,11 +36,15 @@ func runEtcdmedic(ctx context.Context, t tools, set *dataSet, dirs []string, run
 	}
 	steps := []stepTime{{"plan", time.Since(started)}}
 	cmd := exec.CommandContext(ctx, t.etcdmedic, "recover", "apply", planDir, "--yes", "-w", "json")
-	var stderr bytes.Buffer
+	// apply's progress, each line stamped with the seconds since apply started, is kept in
+	// the run's folder (see -keep) to explain where the time went.
+	var stderr stampedLines
+	stderr.start = time.Now()
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	os.WriteFile(filepath.Join(runDir, "apply.log"), stderr.buf.Bytes(), 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("etcdmedic recover apply: %v\n%s\n%s", err, out, stderr.String())
+		return nil, fmt.Errorf("etcdmedic recover apply: %v\n%s\n%s", err, out, stderr.buf.String())
 	}
 	var res struct {
 		Report struct {
@@ -56,4 +61,25 @@ func runEtcdmedic(ctx context.Context, t tools, set *dataSet, dirs []string, run
 		steps = append(steps, stepTime{s.Step, s.Duration})
 	}
 	return steps, nil
+}
+
+// stampedLines prefixes every line written to it with the seconds since start.
+type stampedLines struct {
+	start   time.Time
+	buf     bytes.Buffer
+	partial bool
+}
+
+func (w *stampedLines) Write(p []byte) (int, error) {
+	for _, line := range bytes.SplitAfter(p, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !w.partial {
+			fmt.Fprintf(&w.buf, "%7.3f ", time.Since(w.start).Seconds())
+		}
+		w.buf.Write(line)
+		w.partial = line[len(line)-1] != '\n'
+	}
+	return len(p), nil
 }

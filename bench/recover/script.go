@@ -98,8 +98,8 @@ for i in "${!NAMES[@]}"; do
     sleep 0.2
   done
   for n in $(seq 600); do
-    ctl --endpoints="$S" member promote "$id" >/dev/null 2>&1 && break
-    [ "$n" = 600 ] && fail "${NAMES[$i]} cannot be promoted"
+    out=$(ctl --endpoints="$S" member promote "$id" 2>&1) && break
+    [ "$n" = 600 ] && fail "${NAMES[$i]} cannot be promoted: $out"
     sleep 0.2
   done
 done
