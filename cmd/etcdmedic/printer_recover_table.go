@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/etcdmedic/etcdmedic/recovery"
 )
 
 func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
@@ -29,6 +31,10 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 	tw.Flush()
 	for _, warn := range a.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
+	}
+	fmt.Fprintln(w, "\nHOW EACH MEMBER IS RUN")
+	for _, m := range p.Members {
+		fmt.Fprintf(w, "  %-12s %s\n", m.Name, runtimeOf(m))
 	}
 	fmt.Fprintf(w, "\nPLAN (%s/plan.json; apply with: etcdmedic recover apply %s --yes)\n", r.PlanDir, r.PlanDir)
 	for i, s := range p.Steps {
@@ -58,4 +64,17 @@ func (tablePrinter) RecoverApply(w io.Writer, r recoverApplyResult) error {
 		printFindings(w, rep.Findings)
 	}
 	return nil
+}
+
+// runtimeOf says how apply stops and starts a member.
+func runtimeOf(m recovery.PlanMember) string {
+	switch {
+	case m.KubeadmJoin:
+		return "printed runbook: you run the commands on the node (kubeadm reset + kubeadm join --control-plane); each checkpoint is checked over the etcd API"
+	case m.Runbook != "":
+		return fmt.Sprintf("printed runbook (%s): you run the commands on the node; each checkpoint is checked over the etcd API", m.Runbook)
+	case m.Manifest != "":
+		return "kubeadm static pod " + m.Manifest + " (moved out of kubelet's folder to stop, edited and put back to start)"
+	}
+	return "local process (data dir " + m.DataDir + ")"
 }
