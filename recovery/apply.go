@@ -66,6 +66,12 @@ func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 		if err := a.checkReality(ctx); err != nil {
 			return nil, err
 		}
+	} else if _, done := j.Done("backup"); done {
+		// The survivor has changed since its backup: that backup is the only copy of its data
+		// as it was, and must still be there.
+		if err := verifyBackup(filepath.Join(a.Plan.BackupDir, a.Plan.Survivor)); err != nil {
+			return nil, fmt.Errorf("%w: the survivor's backup in %s is gone or damaged (%v): put it back before going on; nothing was changed", ErrStale, filepath.Join(a.Plan.BackupDir, a.Plan.Survivor), err)
+		}
 	}
 	if a.Timeout == 0 {
 		a.Timeout = 2 * time.Minute
@@ -84,6 +90,11 @@ func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 func (a *Applier) checkReality(ctx context.Context) error {
 	p := a.Plan
 	for _, m := range p.Members {
+		if m.Manifest != "" {
+			if err := (staticpod.Runtime{Manifest: m.Manifest}).Check(m.DataDir); err != nil {
+				return fmt.Errorf("%w: %v", ErrStale, err)
+			}
+		}
 		r, err := datadir.Inspect(m.DataDir, datadir.Options{})
 		if errors.Is(err, datadir.ErrLocked) {
 			continue // running without quorum: stop-all stops it
@@ -192,6 +203,8 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 			}
 		}
 		return a.waitWrites(ctx, survivor)
+	case s.ID == "restore-snapshot":
+		return a.restoreSnapshot(ctx, survivor, rep)
 	case s.ID == "remove-leftovers":
 		return a.removeLeftovers(ctx, survivor)
 	case s.ID == "restart-clean":
@@ -261,6 +274,14 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 		return fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
 	}
 	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Bytes: total, At: time.Now().UTC()}
+	if m.Manifest != "" {
+		// The static pod manifest the recovery will edit is kept with the data it runs.
+		sums, err := backupStaticPod(m.Manifest, partial)
+		if err != nil {
+			return err
+		}
+		man.StaticPod = sums
+	}
 	if err := backup.WriteJSONAtomic(filepath.Join(partial, "manifest.json"), man); err != nil {
 		return err
 	}
@@ -277,6 +298,8 @@ type backupManifest struct {
 	Files  []backup.FileSum `json:"files"`
 	Bytes  int64            `json:"bytes"`
 	At     time.Time        `json:"at"`
+	// StaticPod is the member's kubeadm manifest as it was, copied to static-pod/ beside data/.
+	StaticPod []backup.FileSum `json:"staticPod,omitempty"`
 	// TakenBy is set when the operator archived the data dir on its node (a runbook member):
 	// then Files is empty and the archive is there, not here.
 	TakenBy string `json:"takenBy,omitempty"`
@@ -287,7 +310,31 @@ func verifyBackup(dir string) error {
 	if err := backup.ReadJSON(filepath.Join(dir, "manifest.json"), &man); err != nil {
 		return err
 	}
-	return backup.Verify(filepath.Join(dir, "data"), man.Files)
+	if err := backup.Verify(filepath.Join(dir, "data"), man.Files); err != nil {
+		return err
+	}
+	if len(man.StaticPod) > 0 {
+		return backup.Verify(filepath.Join(dir, "static-pod"), man.StaticPod)
+	}
+	return nil
+}
+
+// backupStaticPod copies the manifest (wherever it is now: in kubelet's folder, or set aside by
+// an earlier stop) into <into>/static-pod/, with its checksum.
+func backupStaticPod(manifest, into string) ([]backup.FileSum, error) {
+	src := manifest
+	if _, err := os.Stat(src); err != nil {
+		src = staticpod.Runtime{Manifest: manifest}.StoppedPath()
+	}
+	dir := filepath.Join(into, "static-pod")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := backup.CopyFile(src, filepath.Join(dir, filepath.Base(manifest)), 0o600); err != nil {
+		return nil, fmt.Errorf("back up the manifest %s: %w", manifest, err)
+	}
+	sums, _, err := backup.Checksum(dir, nil)
+	return sums, err
 }
 
 // VerifyBackups checks every member's backup of a plan against its manifest.

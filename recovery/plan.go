@@ -8,6 +8,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
+	"github.com/etcdmedic/etcdmedic/runtime/staticpod"
 )
 
 // Plan is a recovery, decided once and applied (and re-applied after an interruption) as is.
@@ -23,7 +24,10 @@ type Plan struct {
 	Committed   uint64       `json:"survivorCommitted"`
 	Revision    int64        `json:"survivorRevision"`
 	Assessment  *Assessment  `json:"assessment"`
-	Steps       []plan.Step  `json:"steps"`
+	// FromSnapshot, when set, rebuilds the survivor from a snapshot file instead of from its
+	// own data with --force-new-cluster.
+	FromSnapshot *SnapshotSource `json:"fromSnapshot,omitempty"`
+	Steps        []plan.Step     `json:"steps"`
 }
 
 // PlanMember is one member as the recovery will start it.
@@ -55,6 +59,8 @@ type PlanOptions struct {
 	Runbook map[string]runbook.Style
 	// KubeadmJoin members rejoin with kubeadm join --control-plane (their node is reset).
 	KubeadmJoin map[string]bool
+	// Snapshot, when set, is restored on the survivor instead of forcing its own data.
+	Snapshot *SnapshotOptions
 }
 
 // NewPlan turns an assessment into the steps of a recovery.
@@ -70,9 +76,26 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	if err := checkOptionNames(o, a); err != nil {
 		return nil, err
 	}
+	// A data dir of another cluster is a wrong path or a volume mixed up: the recovery would
+	// move it aside as a member's old data. Never act on another cluster's data.
+	for _, c := range a.Candidates {
+		if c.ClusterID != "" && c.ClusterID != a.ClusterID {
+			return nil, fmt.Errorf("the data dir given for %s (%s) holds data of cluster %s, not of %s like the others: check the path; etcdmedic never moves another cluster's data", c.Name, c.DataDir, c.ClusterID, a.ClusterID)
+		}
+	}
 	s := a.SurvivorCandidate()
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), ClusterID: a.ClusterID, Survivor: s.Name, BackupDir: abs,
 		EtcdCommand: etcdCommand, EtcdFlags: etcdFlags, Committed: s.Committed(), Revision: s.Revision, Assessment: a}
+	if o.Snapshot != nil {
+		src, err := newSnapshotSource(*o.Snapshot, s)
+		if err != nil {
+			return nil, err
+		}
+		p.FromSnapshot, p.Revision = src, src.Revision+int64(src.BumpRevision)
+		if loss := s.Revision - src.Revision; loss > 0 {
+			a.Warnings = append(a.Warnings, fmt.Sprintf("restoring %s (revision %d) loses %d revisions that %s's own data has (revision %d): without --from-snapshot, nothing it has is lost", src.Path, src.Revision, loss, s.Name, s.Revision))
+		}
+	}
 	for _, c := range a.Candidates {
 		if len(c.PeerURLs) == 0 || len(c.ClientURLs) == 0 {
 			// A wiped member: its URLs are in the survivor's membership.
@@ -97,6 +120,9 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			if manifest, err = filepath.Abs(manifest); err != nil {
 				return nil, err
 			}
+			if err := (staticpod.Runtime{Manifest: manifest}).Check(dir); err != nil {
+				return nil, fmt.Errorf("--kubeadm-manifest %s: %w", c.Name, err)
+			}
 		}
 		style := o.Runbook[c.Name]
 		if o.KubeadmJoin[c.Name] {
@@ -110,9 +136,16 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	p.Steps = []plan.Step{
 		{ID: "stop-all", Title: "stop every member (their data stays where it is)"},
 		{ID: "backup", Title: fmt.Sprintf("back up every data dir into %s with a checksum manifest, verified: the survivor's now, the others' in the background while it is rebuilt (each verified before its member is touched)", abs)},
-		{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster (it keeps every entry up to index %d) and wait until it serves writes", s.Name, s.Committed())},
-		{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)},
-		{ID: "restart-clean", Title: fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)},
+	}
+	if src := p.FromSnapshot; src != nil {
+		p.Steps = append(p.Steps,
+			plan.Step{ID: "restore-snapshot", Title: fmt.Sprintf("quarantine %s's data, restore %s (revision %d%s) into its data dir as a one-member cluster with %s, start it and wait until it serves writes", s.Name, src.Path, src.Revision, src.bumpNote(), src.Etcdutl)},
+			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone", s.Name)})
+	} else {
+		p.Steps = append(p.Steps,
+			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster (it keeps every entry up to index %d) and wait until it serves writes", s.Name, s.Committed())},
+			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)},
+			plan.Step{ID: "restart-clean", Title: fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)})
 	}
 	for _, m := range p.Members {
 		switch {
@@ -123,7 +156,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			p.Steps = append(p.Steps, plan.Step{ID: "rejoin:" + m.Name, Title: fmt.Sprintf("quarantine %s's old data (never deleted), add it back as a learner, start it, wait until caught up, promote", m.Name)})
 		}
 	}
-	p.Steps = append(p.Steps, plan.Step{ID: "verify", Title: fmt.Sprintf("verify: every member up, a leader, no critical finding, equal hashes, revision at least %d", s.Revision)})
+	p.Steps = append(p.Steps, plan.Step{ID: "verify", Title: fmt.Sprintf("verify: every member up, a leader, no critical finding, equal hashes, revision at least %d", p.Revision)})
 	return p, nil
 }
 

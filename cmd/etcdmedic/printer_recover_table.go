@@ -32,6 +32,13 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 	for _, warn := range a.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
+	if src := p.FromSnapshot; src != nil {
+		fmt.Fprintf(w, "\nREBUILD FROM SNAPSHOT %s (revision %d, %d bytes, sha256 %s)", src.Path, src.Revision, src.Bytes, src.SHA256)
+		if src.BumpRevision > 0 {
+			fmt.Fprintf(w, ", revisions bumped by %d, compacted: %v", src.BumpRevision, src.MarkCompacted)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "\nHOW EACH MEMBER IS RUN")
 	for _, m := range p.Members {
 		fmt.Fprintf(w, "  %-12s %s\n", m.Name, runtimeOf(m))

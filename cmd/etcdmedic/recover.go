@@ -55,6 +55,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var dataDirs []string
 	var backupDir, planDir, survivor, etcdCmd string
 	var etcdFlags, manifests, runbooks, kubeadmJoins []string
+	var snap recovery.SnapshotOptions
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Assess a cluster without quorum, choose the survivor, and write the recovery plan (changes nothing)",
@@ -108,6 +109,11 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			for _, name := range kubeadmJoins {
 				po.KubeadmJoin[name] = true
 			}
+			if snap.Path != "" {
+				po.Snapshot = &snap
+			} else if snap.BumpRevision > 0 || snap.MarkCompacted || snap.Etcdutl != "" {
+				return failf("", "--bump-revision, --mark-compacted and --etcdutl go with --from-snapshot FILE")
+			}
 			p, err := recovery.NewPlan(a, po, time.Now())
 			if err != nil {
 				return failf("", "%v", err)
@@ -126,6 +132,10 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&survivor, "survivor", "", "rebuild from this member instead of the best one (its loss is stated)")
 	cmd.Flags().StringVar(&etcdCmd, "etcd-command", "", "how apply runs etcd, e.g. \"/usr/local/bin/etcd\" (default: the etcd linked into etcdmedic)")
 	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member starts with (repeatable), e.g. TLS files")
+	cmd.Flags().StringVar(&snap.Path, "from-snapshot", "", "rebuild the survivor from this snapshot file (etcdctl snapshot save) instead of from its own data; the loss is stated")
+	cmd.Flags().StringVar(&snap.Etcdutl, "etcdutl", "", "with --from-snapshot: the etcdutl of the cluster's etcd version (default: etcdutl in PATH)")
+	cmd.Flags().Uint64Var(&snap.BumpRevision, "bump-revision", 0, "with --from-snapshot: add this to every revision (Kubernetes: more than the writes since the snapshot, e.g. 1000000000), so that watchers never see revisions go back")
+	cmd.Flags().BoolVar(&snap.MarkCompacted, "mark-compacted", false, "with --from-snapshot and --bump-revision: mark the restored revisions compacted, so that watchers and informers relist instead of resuming")
 	cmd.Flags().StringArrayVar(&runbooks, "runbook", nil, "a member on a node etcdmedic cannot act on, as NAME or NAME=process|kubeadm (repeatable): apply prints its commands and waits for you to confirm each checkpoint")
 	cmd.Flags().StringArrayVar(&kubeadmJoins, "kubeadm-join", nil, "a member whose node was reset with kubeadm (repeatable): it rejoins with kubeadm join --control-plane, printed for you to run")
 	cmd.Flags().StringArrayVar(&manifests, "kubeadm-manifest", nil, "a member run by kubelet as NAME=PATH of its static pod manifest (repeatable): stopped and started by moving and editing it")

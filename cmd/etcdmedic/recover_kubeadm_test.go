@@ -135,6 +135,9 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(m.manifest)), "etcdmedic-backup", "etcd.yaml")); err != nil {
 			t.Errorf("%s: the original manifest was not backed up: %v", m.name, err)
 		}
+		if _, err := os.Stat(filepath.Join(backups, m.name, "static-pod", "etcd.yaml")); err != nil {
+			t.Errorf("%s: the manifest is not in the recovery's backup: %v", m.name, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -287,3 +287,54 @@ func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
 	}
 	nothingLost(t, eps, ledger)
 }
+
+// More bad input, each refused with a clear error before anything changes: a data dir of
+// another cluster, a manifest that is not YAML, and, on a rerun, a survivor's backup that is
+// gone.
+func TestRecoverRefusesDataAndManifestsItCannotUse(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	for _, m := range c.Members() {
+		killLocalMember(t, m.DataDir)
+	}
+	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	other.Member("m1").Kill()
+	c.Member("m3").Kill()
+	c.Member("m2").Kill()
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+
+	args := recoverPlanArgs(t, c, planDir, backups)
+	for i, a := range args {
+		if strings.HasPrefix(a, "m3=") {
+			args[i] = "m3=" + other.Member("m1").DataDir
+		}
+	}
+	if code, _, errOut := runCLI(t, args...); code != exitFailed || !strings.Contains(errOut, "another cluster") {
+		t.Fatalf("a data dir of another cluster: exit %d %s", code, errOut)
+	}
+	manifest := filepath.Join(t.TempDir(), "etcd.yaml")
+	writeFile(t, manifest, "spec: [containers: {{ not yaml")
+	if code, _, errOut := runCLI(t, append(recoverPlanArgs(t, c, planDir, backups), "--kubeadm-manifest", "m1="+manifest)...); code != exitFailed || !strings.Contains(errOut, "not YAML") {
+		t.Fatalf("a manifest that is not YAML: exit %d %s", code, errOut)
+	}
+	if _, err := os.Stat(planDir); !os.IsNotExist(err) {
+		t.Fatalf("a refused plan left %s behind: %v", planDir, err)
+	}
+
+	// The backup is taken, the process dies before the rebuild, the backups are deleted: the
+	// rerun refuses rather than go on without a copy of the survivor as it was.
+	if code, out, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...); code != exitOK {
+		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	cmd := exec.CommandContext(t.Context(), etcdtest.EtcdmedicBinary(t), "recover", "apply", planDir, "--yes")
+	cmd.Env = append(os.Environ(), plan.CrashpointEnv+"=force-new-cluster:start")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("no crash:\n%s", out)
+	}
+	if err := os.RemoveAll(backups); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI(t, "recover", "apply", planDir, "--yes")
+	if code != exitCritical || !strings.Contains(errOut, "backup") || !strings.Contains(errOut, "nothing was changed") {
+		t.Fatalf("rerun without the backups: exit %d %s", code, errOut)
+	}
+}

@@ -76,6 +76,27 @@ func (r Runtime) backupOnce() error {
 	return writeAtomic(r.BackupPath(), b)
 }
 
+// Check reads the manifest (in kubelet's folder, or where Stop put it) and makes sure etcdmedic
+// can run the member through it: YAML with an etcd container whose --data-dir is dataDir, and
+// whose flags can be edited. It changes nothing.
+func (r Runtime) Check(dataDir string) error {
+	b, err := r.current()
+	if err != nil {
+		return err
+	}
+	flags, err := cluster.EtcdFlagsFromManifest(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.Manifest, err)
+	}
+	if dd := flags["data-dir"]; dd != "" && filepath.Clean(dd) != filepath.Clean(dataDir) {
+		return fmt.Errorf("%s runs etcd on %s, not on the data dir given, %s", r.Manifest, dd, dataDir)
+	}
+	if _, err := EditFlags(b, map[string]string{"initial-cluster": "check=http://127.0.0.1:1", "initial-cluster-state": "existing"}, true); err != nil {
+		return fmt.Errorf("%s cannot be edited: %w", r.Manifest, err)
+	}
+	return nil
+}
+
 // Stop moves the manifest out of kubelet's folder and waits until etcd is gone.
 func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
 	if err := r.backupOnce(); err != nil {

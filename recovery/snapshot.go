@@ -1,0 +1,212 @@
+package recovery
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/guard"
+)
+
+// SnapshotOptions rebuild the survivor from a snapshot file (etcdctl snapshot save) rather
+// than from its own data: for when every member's data is damaged, or the operator wants a
+// known point in time.
+type SnapshotOptions struct {
+	Path    string
+	Etcdutl string // the etcdutl of the cluster's etcd version
+	// BumpRevision and MarkCompacted are etcdutl snapshot restore's: Kubernetes watchers and
+	// informers must not see revisions go back (or be served stale ones) after a restore.
+	BumpRevision  uint64
+	MarkCompacted bool
+}
+
+// SnapshotSource is the snapshot a plan restores, as checked when the plan was made.
+type SnapshotSource struct {
+	Path          string `json:"path"`
+	SHA256        string `json:"sha256"`
+	Bytes         int64  `json:"bytes"`
+	Revision      int64  `json:"revision"`
+	ClusterID     string `json:"clusterID,omitempty"`
+	Etcdutl       string `json:"etcdutl"`
+	BumpRevision  uint64 `json:"bumpRevision,omitempty"`
+	MarkCompacted bool   `json:"markCompacted,omitempty"`
+}
+
+func (s *SnapshotSource) bumpNote() string {
+	switch {
+	case s.BumpRevision > 0 && s.MarkCompacted:
+		return fmt.Sprintf(", bumped by %d and marked compacted", s.BumpRevision)
+	case s.BumpRevision > 0:
+		return fmt.Sprintf(", bumped by %d", s.BumpRevision)
+	}
+	return ""
+}
+
+func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, error) {
+	if o.MarkCompacted && o.BumpRevision == 0 {
+		return nil, errors.New("--mark-compacted needs --bump-revision (etcdutl snapshot restore refuses it alone)")
+	}
+	path, err := filepath.Abs(o.Path)
+	if err != nil {
+		return nil, err
+	}
+	r, err := datadir.Inspect(path, datadir.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("--from-snapshot %s: %w", o.Path, err)
+	}
+	if r.Kind != datadir.KindDBFile || r.Backend == nil {
+		return nil, fmt.Errorf("--from-snapshot %s is not a snapshot (a bare bbolt db): %s", o.Path, r.KindReason)
+	}
+	etcdutl := o.Etcdutl
+	if etcdutl == "" {
+		etcdutl = "etcdutl"
+	}
+	if etcdutl, err = exec.LookPath(etcdutl); err != nil {
+		return nil, fmt.Errorf("--from-snapshot needs etcdutl of the cluster's etcd version (--etcdutl PATH): %w", err)
+	}
+	sum, size, err := fileSHA256(path)
+	if err != nil {
+		return nil, err
+	}
+	src := &SnapshotSource{Path: path, SHA256: sum, Bytes: size, Revision: r.Backend.Revision, Etcdutl: etcdutl, BumpRevision: o.BumpRevision, MarkCompacted: o.MarkCompacted}
+	if r.Identity != nil {
+		src.ClusterID = r.Identity.ClusterID.String()
+	}
+	return src, nil
+}
+
+func fileSHA256(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// restoreSnapshot rebuilds the survivor from the plan's snapshot: the snapshot is checked
+// against the plan, restored into a folder beside the data dir, the old data is quarantined
+// (its checksums are the backup's), the restored member moves in, and the survivor starts as a
+// one-member cluster. Run again, it goes on from wherever it stopped.
+func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep *Report) error {
+	src := a.Plan.FromSnapshot
+	if a.servesWrites(ctx, survivor) {
+		a.say("%s already serves writes from the restored snapshot", survivor.Name)
+		return nil
+	}
+	restored := strings.TrimRight(survivor.DataDir, "/") + ".etcdmedic-restore"
+	if _, err := datadir.Inspect(survivor.DataDir, datadir.Options{}); errors.Is(err, datadir.ErrLocked) {
+		// Running: the restored member started by an earlier run (another cluster ID than the
+		// plan's), or the old survivor, which must not be.
+		if id := a.liveClusterID(ctx, survivor); id == a.Plan.ClusterID || id == "" {
+			return fmt.Errorf("an etcd runs on %s's data dir (cluster %q): stop it, then apply again", survivor.Name, id)
+		}
+		return a.waitWrites(ctx, survivor)
+	}
+	if !a.isRestored(survivor.DataDir) {
+		if err := a.restoreBeside(ctx, survivor, restored); err != nil {
+			return err
+		}
+		if r, err := datadir.Inspect(survivor.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
+			var man backupManifest
+			_ = backup.ReadJSON(filepath.Join(a.Plan.BackupDir, survivor.Name, "manifest.json"), &man)
+			v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "replaced by the restore of " + src.Path + " in a quorum-loss recovery"}
+			q, err := guard.QuarantineKnown(survivor.DataDir, r, v, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, survivor.Name))
+			if err != nil {
+				return err
+			}
+			a.say("%s's old data quarantined in %s", survivor.Name, q.Dir)
+			rep.Quarantines = append(rep.Quarantines, q.Dir)
+		} else if errors.Is(err, datadir.ErrLocked) {
+			return fmt.Errorf("%s is running on its old data dir: stop it first", survivor.Name)
+		}
+		if err := os.MkdirAll(survivor.DataDir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(restored, "member"), filepath.Join(survivor.DataDir, "member")); err != nil {
+			return fmt.Errorf("move the restored member into %s: %w", survivor.DataDir, err)
+		}
+		os.Remove(restored)
+	}
+	if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor)); err != nil {
+		return err
+	}
+	return a.waitWrites(ctx, survivor)
+}
+
+// liveClusterID is the cluster ID m's status names ("" when it does not answer).
+func (a *Applier) liveClusterID(ctx context.Context, m PlanMember) string {
+	cli, err := a.client(m.ClientURLs)
+	if err != nil {
+		return ""
+	}
+	defer cli.Close()
+	for range 20 {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := cli.Status(sctx, m.ClientURLs[0])
+		cancel()
+		if err == nil {
+			return fmt.Sprintf("%x", st.Header.ClusterId)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return ""
+}
+
+// isRestored reports whether dataDir already holds the restored member (a cluster other than
+// the plan's: restore makes a new one).
+func (a *Applier) isRestored(dataDir string) bool {
+	r, err := datadir.Inspect(dataDir, datadir.Options{})
+	return err == nil && r.Identity != nil && r.Identity.ClusterID.String() != a.Plan.ClusterID
+}
+
+// restoreBeside checks the snapshot against the plan and restores it into dir (recreated).
+func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir string) error {
+	src := a.Plan.FromSnapshot
+	sum, _, err := fileSHA256(src.Path)
+	if err != nil {
+		return err
+	}
+	if sum != src.SHA256 {
+		return fmt.Errorf("%w: the snapshot %s changed since the plan was made (sha256 %s, planned %s)", ErrStale, src.Path, sum, src.SHA256)
+	}
+	if err := os.RemoveAll(dir); err != nil { // an interrupted restore of ours
+		return err
+	}
+	args := []string{"snapshot", "restore", src.Path, "--data-dir", dir, "--name", survivor.Name,
+		"--initial-cluster", initialClusterOf(survivor), "--initial-advertise-peer-urls", strings.Join(survivor.PeerURLs, ","),
+		"--initial-cluster-token", "etcdmedic-restore-" + a.Plan.CreatedAt.Format("20060102T150405Z")}
+	if src.BumpRevision > 0 {
+		args = append(args, "--bump-revision", strconv.FormatUint(src.BumpRevision, 10))
+	}
+	if src.MarkCompacted {
+		args = append(args, "--mark-compacted")
+	}
+	a.say("%s %s", src.Etcdutl, strings.Join(args, " "))
+	out, err := exec.CommandContext(ctx, src.Etcdutl, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("etcdutl snapshot restore: %v\n%s", err, lastLines(string(out), 10))
+	}
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
