@@ -66,11 +66,16 @@ func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 		if err := a.checkReality(ctx); err != nil {
 			return nil, err
 		}
-	} else if _, done := j.Done("backup"); done {
-		// The survivor has changed since its backup: that backup is the only copy of its data
-		// as it was, and must still be there.
-		if err := verifyBackup(filepath.Join(a.Plan.BackupDir, a.Plan.Survivor)); err != nil {
-			return nil, fmt.Errorf("%w: the survivor's backup in %s is gone or damaged (%v): put it back before going on; nothing was changed", ErrStale, filepath.Join(a.Plan.BackupDir, a.Plan.Survivor), err)
+	} else {
+		if _, done := j.Done("backup"); done {
+			// The survivor has changed since its backup: that backup is the only copy of its
+			// data as it was, and must still be there.
+			if err := verifyBackup(filepath.Join(a.Plan.BackupDir, a.Plan.Survivor)); err != nil {
+				return nil, fmt.Errorf("%w: the survivor's backup in %s is gone or damaged (%v): put it back before going on; nothing was changed", ErrStale, filepath.Join(a.Plan.BackupDir, a.Plan.Survivor), err)
+			}
+		}
+		if err := a.restartAfterReboot(ctx, j); err != nil {
+			return nil, err
 		}
 	}
 	if a.Timeout == 0 {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/recovery"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 // quorumLost reproduces incident 2 on a real 3-member cluster under write load: one member is
@@ -132,7 +134,8 @@ func TestRecoverQuorumLoss(t *testing.T) {
 
 // The recovery survives its own interruption: the etcdmedic process is killed (SIGKILL) at
 // every step boundary, inside the backup, and inside the survivor's rebuild (where a background
-// backup finishes its copy), and each rerun takes it one step further.
+// backup finishes its copy); twice the machine "reboots" too (every etcd killed). Each rerun
+// takes it one step further.
 func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 	c, ledger := quorumLost(t)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
@@ -182,6 +185,11 @@ func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 		}
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
 			t.Fatalf("apply with a crash at %s failed otherwise (%v):\n%s", point, err, lastLines(string(out), 15))
+		}
+		// Twice the machine also reboots: every etcd it ran is gone, and the rerun must start
+		// the members already brought back.
+		if point == "restart-clean:done" || point == "rejoin:"+other+":done" {
+			reboot(t, c)
 		}
 	}
 	out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput()
@@ -336,5 +344,20 @@ func TestRecoverRefusesDataAndManifestsItCannotUse(t *testing.T) {
 	code, _, errOut := runCLI(t, "recover", "apply", planDir, "--yes")
 	if code != exitCritical || !strings.Contains(errOut, "backup") || !strings.Contains(errOut, "nothing was changed") {
 		t.Fatalf("rerun without the backups: exit %d %s", code, errOut)
+	}
+}
+
+// reboot kills every etcd running on the cluster's data dirs, as a power cut would.
+func reboot(t *testing.T, c *etcdtest.Cluster) {
+	t.Helper()
+	for _, m := range c.Members() {
+		for i := 0; i < 100; i++ {
+			pid, _, ok := local.FindProcess(m.DataDir)
+			if !ok {
+				break
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

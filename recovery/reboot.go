@@ -1,0 +1,53 @@
+package recovery
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// restartAfterReboot starts again the local members an interrupted run had already brought
+// back (the rebuilt survivor, the members whose rejoin is done) and that no longer run: after
+// a reboot nothing restarts them, and the remaining steps need them. Static pods come back
+// with kubelet; runbook members are the operator's.
+func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error {
+	_, forced := j.Done("force-new-cluster")
+	_, restored := j.Done("restore-snapshot")
+	for _, m := range a.Plan.Members {
+		if m.Manifest != "" || m.Runbook != "" {
+			continue
+		}
+		_, rejoined := j.Done("rejoin:" + m.Name)
+		if !(rejoined || (m.Name == a.Plan.Survivor && (forced || restored))) {
+			continue
+		}
+		if _, _, running := local.FindProcess(m.DataDir); running {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(m.DataDir, "member", "wal")); err != nil {
+			continue // nothing to start from: the step that needs it will say so
+		}
+		a.say("%s does not run (the machine rebooted?): starting it again on %s", m.Name, m.DataDir)
+		spec := a.spec(m)
+		spec.ClusterState = "existing"
+		spec.InitialCluster = a.initialClusterAll()
+		if err := a.Runtime.Start(ctx, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initialClusterAll lists every member of the plan (what a restarted member's flags say; etcd
+// reads its membership from its data dir anyway).
+func (a *Applier) initialClusterAll() string {
+	var parts []string
+	for _, m := range a.Plan.Members {
+		parts = append(parts, initialClusterOf(m))
+	}
+	return strings.Join(parts, ",")
+}
