@@ -63,7 +63,7 @@ func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, 
 	}
 	r, err := datadir.Inspect(path, datadir.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("--from-snapshot %s: %w", o.Path, err)
+		return nil, fmt.Errorf("--from-snapshot %s is not a snapshot (etcdctl snapshot save writes a bbolt db): %w", o.Path, err)
 	}
 	if r.Kind != datadir.KindDBFile || r.Backend == nil {
 		return nil, fmt.Errorf("--from-snapshot %s is not a snapshot (a bare bbolt db): %s", o.Path, r.KindReason)
