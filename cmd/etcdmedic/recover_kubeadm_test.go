@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -95,31 +93,11 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	if code, out, errOut := runCLI(t, args...); code != exitOK || !strings.Contains(out, "SURVIVOR") {
 		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
 	}
-	cmd := exec.CommandContext(t.Context(), etcdtest.EtcdmedicBinary(t), "recover", "apply", planDir, "--yes", "--step-timeout", "90s")
-	answers, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	printed, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var transcript strings.Builder
-	op := &operatorDouble{t: t, answers: answers, kubeJoin: func(node string) error {
+	op, transcript := applyWithOperator(t, planDir, func(node string) error {
 		return kubeadmJoinsControlPlane(t.Context(), ms, ms[2])
-	}}
-	done := make(chan struct{})
-	go func() { defer close(done); op.follow(io.TeeReader(printed, &transcript)) }()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	<-done
-	if err != nil || len(op.failures) > 0 {
-		t.Fatalf("recover apply: %v; failed commands %q\n%s", err, op.failures, lastLines(transcript.String(), 60))
-	}
+	})
 	if !strings.Contains(strings.Join(op.commands, "\n"), "--control-plane --certificate-key") {
-		t.Errorf("no kubeadm join --control-plane in the runbook:\n%s", transcript.String())
+		t.Errorf("no kubeadm join --control-plane in the runbook:\n%s", transcript)
 	}
 	code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
 	if code != exitOK {

@@ -34,6 +34,35 @@ type operatorDouble struct {
 	failures    []string
 }
 
+// applyWithOperator runs recover apply on planDir with the operator double at its terminal,
+// kubeJoin standing in for kubeadm join, and fails the test unless apply and every command
+// the double ran succeeded. It returns the double and what apply printed.
+func applyWithOperator(t *testing.T, planDir string, kubeJoin func(node string) error) (*operatorDouble, string) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), etcdtest.EtcdmedicBinary(t), "recover", "apply", planDir, "--yes", "--step-timeout", "90s")
+	answers, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var transcript strings.Builder
+	op := &operatorDouble{t: t, answers: answers, kubeJoin: kubeJoin}
+	done := make(chan struct{})
+	go func() { defer close(done); op.follow(io.TeeReader(printed, &transcript)) }()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	<-done
+	if err != nil || len(op.failures) > 0 {
+		t.Fatalf("recover apply: %v; failed commands %q\n%s", err, op.failures, lastLines(transcript.String(), 60))
+	}
+	return op, transcript.String()
+}
+
 func (o *operatorDouble) follow(printed io.Reader) {
 	var pending strings.Builder
 	var node, title string
@@ -119,33 +148,13 @@ func TestRecoverThroughAPrintedRunbook(t *testing.T) {
 		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
 	}
 
-	cmd := exec.CommandContext(t.Context(), etcdtest.EtcdmedicBinary(t), "recover", "apply", planDir, "--yes")
-	answers, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	printed, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var transcript strings.Builder
 	m3 := c.Member("m3")
-	op := &operatorDouble{t: t, answers: answers, kubeJoin: func(node string) error {
+	op, transcript := applyWithOperator(t, planDir, func(node string) error {
 		return kubeadmJoinsEtcd(t.Context(), c, m3, strings.Fields(etcdmedicEtcd(t)))
-	}}
-	done := make(chan struct{})
-	go func() { defer close(done); op.follow(io.TeeReader(printed, &transcript)) }()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	<-done
-	if err != nil || len(op.failures) > 0 {
-		t.Fatalf("apply: %v; failed commands %q\n%s", err, op.failures, lastLines(transcript.String(), 40))
-	}
+	})
 	for _, want := range []string{"m1: stop etcd member m1", "on node m3"} {
-		if !strings.Contains(transcript.String(), want) {
-			t.Errorf("no checkpoint %q in:\n%s", want, transcript.String())
+		if !strings.Contains(transcript, want) {
+			t.Errorf("no checkpoint %q in:\n%s", want, transcript)
 		}
 	}
 	joined := strings.Join(op.commands, "\n")
