@@ -84,12 +84,18 @@ for i in "${!NAMES[@]}"; do
   step "rejoin:${NAMES[$i]}"
   rm -rf "${DIRS[$i]}"
   for n in $(seq 100); do
-    out=$(ctl --endpoints="$S" member add "${NAMES[$i]}" --learner --peer-urls="${PEERS[$i]}" 2>&1) && break
-    [ "$n" = 100 ] && fail "member add: $out"
+    addout=$(ctl --endpoints="$S" member add "${NAMES[$i]}" --learner --peer-urls="${PEERS[$i]}" 2>&1) && break
+    # A try that timed out may have gone through: then the member is there, unstarted.
+    ctl --endpoints="$S" member list | grep -qF ", ${PEERS[$i]}," && break
+    [ "$n" = 100 ] && fail "member add: $addout"
     sleep 0.5 # "unhealthy cluster" right after a promote
   done
-  id=$(echo "$out" | sed -n 's/^Member \([0-9a-f]*\) added.*/\1/p')
-  ic=$(echo "$out" | sed -n 's/^ETCD_INITIAL_CLUSTER="\(.*\)"$/\1/p')
+  # From the member list (etcdctl member add prints the same): its ID, and every member as
+  # NAME=PEER_URL, the new one (not started, no name yet) under its own name.
+  list=$(ctl --endpoints="$S" member list) || fail "member list"
+  id=$(echo "$list" | grep -F ", ${PEERS[$i]}," | cut -d, -f1)
+  ic=$(echo "$list" | awk -F', ' -v n="${NAMES[$i]}" -v p="${PEERS[$i]}" '{name=$3; if ($4==p) name=n; printf "%s%s=%s", sep, name, $4; sep=","}')
+  [ -n "$id" ] || fail "${NAMES[$i]} is not in the member list after member add: $addout"
   start "$i" --initial-cluster="$ic" --initial-cluster-state=existing
   for n in $(seq 600); do # until it serves; a write unblocks a learner stalled on an idle cluster
     ctl --endpoints="${CLIENTS[$i]}" endpoint status >/dev/null 2>&1 && break
@@ -98,8 +104,8 @@ for i in "${!NAMES[@]}"; do
     sleep 0.2
   done
   for n in $(seq 600); do
-    out=$(ctl --endpoints="$S" member promote "$id" 2>&1) && break
-    [ "$n" = 600 ] && fail "${NAMES[$i]} cannot be promoted: $out"
+    promoteout=$(ctl --endpoints="$S" member promote "$id" 2>&1) && break
+    [ "$n" = 600 ] && fail "${NAMES[$i]} cannot be promoted: $promoteout"
     sleep 0.2
   done
 done
