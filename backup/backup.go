@@ -49,7 +49,7 @@ func Checksum(root string, skip map[string]bool) ([]FileSum, int64, error) {
 		if err != nil {
 			return err
 		}
-		sum, err := fileSHA256(p)
+		sum, err := FileSHA256(p)
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,8 @@ func CopyFile(src, dst string, mode fs.FileMode) error {
 	return out.Close()
 }
 
-func fileSHA256(p string) (string, error) {
+// FileSHA256 is the hex sha256 of one file.
+func FileSHA256(p string) (string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return "", err

@@ -169,9 +169,6 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 	// whole timeout. A status that names no leader settles them at once.
 	quorumCtx, noLeader := context.WithCancelCause(ctx)
 	defer noLeader(nil)
-	if withoutQuorum {
-		noLeader(errNotAsked)
-	}
 	var wg sync.WaitGroup
 	var statusErr error
 	wg.Go(func() {
@@ -203,28 +200,32 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 		p.Members = members
 		onMembers(members)
 	})
-	wg.Go(func() {
-		// etcdctl endpoint health: a linearizable read; "permission denied" still proves quorum.
-		_, err := cli.Get(quorumCtx, "health")
-		if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
-			p.Healthy = true
-			return
-		}
-		if cause := context.Cause(quorumCtx); cause == errNoLeader || cause == errNotAsked {
-			p.HealthErr = cause.Error()
-			return
-		}
-		p.HealthErr = describeErr(ctx, err)
-	})
-	wg.Go(func() {
-		resp, err := cli.AlarmList(quorumCtx)
-		if err != nil {
-			return
-		}
-		for _, a := range resp.Alarms {
-			p.Alarms = append(p.Alarms, Alarm{MemberID: hexID(a.MemberID), Alarm: a.Alarm.String()})
-		}
-	})
+	if withoutQuorum {
+		p.HealthErr = errNotAsked.Error()
+	} else {
+		wg.Go(func() {
+			// etcdctl endpoint health: a linearizable read; "permission denied" still proves quorum.
+			_, err := cli.Get(quorumCtx, "health")
+			if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
+				p.Healthy = true
+				return
+			}
+			if context.Cause(quorumCtx) == errNoLeader {
+				p.HealthErr = errNoLeader.Error()
+				return
+			}
+			p.HealthErr = describeErr(ctx, err)
+		})
+		wg.Go(func() {
+			resp, err := cli.AlarmList(quorumCtx)
+			if err != nil {
+				return
+			}
+			for _, a := range resp.Alarms {
+				p.Alarms = append(p.Alarms, Alarm{MemberID: hexID(a.MemberID), Alarm: a.Alarm.String()})
+			}
+		})
+	}
 	wg.Wait()
 	if statusErr != nil {
 		p.Error = describeErr(ctx, statusErr)

@@ -124,6 +124,11 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 
 const nudgeKey = "etcdmedic/join-nudge"
 
+// retryDelay paces the retries of a promotion or a membership change etcd refuses for now: a
+// short, steady pace, as each refused try is cheap and every second waited is a second of the
+// repair (etcd accepts a promotion the moment the learner is in sync).
+const retryDelay = 250 * time.Millisecond
+
 // waitServing waits until the member answers Status on one of its client URLs and knows a leader.
 func (j *Joiner) waitServing(ctx context.Context, clientURLs []string) error {
 	timeout := j.CatchUp
@@ -168,9 +173,7 @@ func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64, dataDir string
 	defer cancel()
 	var lastErr error
 	var goneSince time.Time
-	// A short, steady retry: each refused try is cheap, and every wasted second here is a
-	// second of the recovery (etcd accepts the promotion the moment the learner is in sync).
-	for delay := 250 * time.Millisecond; ; {
+	for {
 		// A member whose process is gone will never catch up: say so now, not at the timeout.
 		if dataDir != "" {
 			if _, _, ok := local.FindProcess(dataDir); ok {
@@ -199,7 +202,7 @@ func (j *Joiner) promoteWhenReady(ctx context.Context, id uint64, dataDir string
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("member %x did not catch up within %s (last answer: %v); it stays a learner: check its log, then etcdctl member promote %x", id, timeout, lastErr, id)
-		case <-time.After(delay):
+		case <-time.After(retryDelay):
 		}
 	}
 }
@@ -225,7 +228,7 @@ func retryable(err error) bool {
 func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for delay := 250 * time.Millisecond; ; {
+	for {
 		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
 		v, err := op(rctx)
 		rcancel()
@@ -237,7 +240,7 @@ func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, err
 		select {
 		case <-ctx.Done():
 			return v, errors.Join(err, ctx.Err())
-		case <-time.After(delay):
+		case <-time.After(retryDelay):
 		}
 	}
 }

@@ -58,6 +58,11 @@ var ErrStale = errors.New("the plan no longer matches the cluster")
 // Apply runs the plan's steps, skipping the ones the journal says are done.
 func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 	started := time.Now()
+	for _, m := range a.Plan.Members {
+		if m.Runbook != "" && a.Operator == nil {
+			return nil, fmt.Errorf("%s is on the runbook: apply needs an operator to confirm its checkpoints", m.Name)
+		}
+	}
 	j, err := plan.OpenJournal(a.Dir)
 	if err != nil {
 		return nil, err

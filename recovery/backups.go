@@ -47,11 +47,11 @@ func (a *Applier) backupFirst() error {
 func (a *Applier) ensureBackup(m PlanMember) error {
 	if ch, ok := a.background[m.Name]; ok {
 		delete(a.background, m.Name)
-		if err := <-ch; err == nil {
+		err := <-ch
+		if err == nil {
 			return nil
-		} else {
-			a.say("%s: the background backup failed (%v): backing up again", m.Name, err)
 		}
+		a.say("%s: the background backup failed (%v): backing up again", m.Name, err)
 	}
 	if err := a.backupOne(m, foregroundWorkers()); err != nil {
 		return fmt.Errorf("%s's data dir must be backed up before it is touched: %w", m.Name, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -32,22 +31,11 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error
 			continue // nothing to start from: the step that needs it will say so
 		}
 		a.say("%s does not run (the machine rebooted?): starting it again on %s", m.Name, m.DataDir)
-		spec := a.spec(m)
+		spec := a.spec(m) // etcd reads the membership from the data dir; the bootstrap flags are ignored
 		spec.ClusterState = "existing"
-		spec.InitialCluster = a.initialClusterAll()
 		if err := a.Runtime.Start(ctx, spec); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// initialClusterAll lists every member of the plan (what a restarted member's flags say; etcd
-// reads its membership from its data dir anyway).
-func (a *Applier) initialClusterAll() string {
-	var parts []string
-	for _, m := range a.Plan.Members {
-		parts = append(parts, initialClusterOf(m))
-	}
-	return strings.Join(parts, ",")
 }

@@ -17,13 +17,6 @@ import (
 // The steps of members on nodes etcdmedic cannot act on: printed for the operator, confirmed,
 // and checked over the etcd API wherever the API can show it.
 
-func (a *Applier) operator() (*runbook.Operator, error) {
-	if a.Operator == nil {
-		return nil, errors.New("the plan has runbook members but apply has no operator to confirm their checkpoints")
-	}
-	return a.Operator, nil
-}
-
 // servesWrites is one quick try of a write through m.
 func (a *Applier) servesWrites(ctx context.Context, m PlanMember) bool {
 	cli, err := a.client(m.ClientURLs)
@@ -45,16 +38,13 @@ func (a *Applier) operatorBackup(m PlanMember) error {
 		a.say("%s: the operator's backup is on record in %s", m.Name, final)
 		return nil
 	}
-	op, err := a.operator()
-	if err != nil {
-		return err
-	}
+	op := a.Operator
 	archive := fmt.Sprintf("/var/backups/etcdmedic-%s-%s.tar", m.Name, a.Plan.CreatedAt.Format("20060102T150405Z"))
 	if err := op.Confirm(runbook.Checkpoint{
 		Node:  m.Name,
 		Title: fmt.Sprintf("back up %s's data dir %s (etcdmedic cannot read it from here)", m.Name, m.DataDir),
 		Commands: []string{fmt.Sprintf("if [ -e %s ]; then mkdir -p /var/backups && tar -C %s -cf %s %s && sha256sum %s > %s.sha256 && sync && sha256sum -c %s.sha256; fi",
-			m.DataDir, filepath.Dir(m.DataDir), archive, filepath.Base(m.DataDir), archive, archive, archive)},
+			runbook.Quote(m.DataDir), runbook.Quote(filepath.Dir(m.DataDir)), archive, runbook.Quote(filepath.Base(m.DataDir)), archive, archive, archive)},
 		Notes: []string{"keep the archive until the cluster has run well for a while; etcdmedic cannot see it"},
 	}); err != nil {
 		return err
@@ -80,22 +70,19 @@ func (a *Applier) operatorQuarantine(m PlanMember, rep *Report) error {
 			return nil // moved at an earlier checkpoint
 		}
 	}
-	op, err := a.operator()
-	if err != nil {
-		return err
-	}
-	q := a.quarantineName(m)
+	op := a.Operator
+	dest := a.quarantineName(m)
 	c := runbook.Checkpoint{
 		Node:     m.Name,
 		Title:    fmt.Sprintf("move %s's old data aside (never delete it): the member rejoins with an empty data dir", m.Name),
-		Commands: []string{fmt.Sprintf("if [ -e %s ]; then mv %s %s; fi", m.DataDir, m.DataDir, q)},
+		Commands: []string{fmt.Sprintf("if [ -e %s ]; then mv -n %s %s; fi", runbook.Quote(m.DataDir), runbook.Quote(m.DataDir), runbook.Quote(dest))},
 	}
 	for try := 0; try < 3; try++ {
 		if err := op.Confirm(c); err != nil {
 			return err
 		}
-		if _, err := os.Stat(m.DataDir); err != nil || isEmptyDir(m.DataDir) {
-			rep.Quarantines = append(rep.Quarantines, m.Name+":"+q)
+		if isMissingOrEmpty(m.DataDir) {
+			rep.Quarantines = append(rep.Quarantines, m.Name+":"+dest)
 			return nil
 		}
 		c.Title = fmt.Sprintf("%s still holds data here: move it aside", m.DataDir)
@@ -103,9 +90,10 @@ func (a *Applier) operatorQuarantine(m PlanMember, rep *Report) error {
 	return fmt.Errorf("%s still holds data after three checkpoints", m.DataDir)
 }
 
-func isEmptyDir(dir string) bool {
+// isMissingOrEmpty reports whether dir holds nothing (or is not there at all).
+func isMissingOrEmpty(dir string) bool {
 	ents, err := os.ReadDir(dir)
-	return err == nil && len(ents) == 0
+	return errors.Is(err, os.ErrNotExist) || (err == nil && len(ents) == 0)
 }
 
 // rejoinByKubeadm has the operator rejoin a reset node with kubeadm join --control-plane
@@ -116,10 +104,7 @@ func (a *Applier) rejoinByKubeadm(ctx context.Context, m PlanMember, rep *Report
 		a.say("%s has already joined as a voter and serves", m.Name)
 		return nil
 	}
-	op, err := a.operator()
-	if err != nil {
-		return err
-	}
+	op := a.Operator
 	survivor := a.Plan.Survivor
 	if err := op.Confirm(runbook.Checkpoint{
 		Node:  survivor,
@@ -132,12 +117,13 @@ func (a *Applier) rejoinByKubeadm(ctx context.Context, m PlanMember, rep *Report
 		return err
 	}
 	q := a.quarantineName(m)
+	dir := runbook.Quote(m.DataDir)
 	c := runbook.Checkpoint{
 		Node:  m.Name,
 		Title: fmt.Sprintf("keep %s's old etcd data, reset the node, and join it again as a control-plane node", m.Name),
 		Commands: []string{
-			fmt.Sprintf("if [ -e %s ]; then mv %s %s; fi   # kubeadm reset would delete it", m.DataDir, m.DataDir, q),
-			"kubeadm reset -f",
+			fmt.Sprintf("if [ -e %s ]; then mv -n %s %s; fi   # kubeadm reset would delete it", dir, dir, runbook.Quote(q)),
+			fmt.Sprintf("[ ! -e %s ] && kubeadm reset -f   # only once the old data is out of the way", dir),
 			"<the kubeadm join command printed on " + survivor + "> --control-plane --certificate-key <the key printed on " + survivor + ">",
 		},
 		Notes: []string{"kubeadm join adds the etcd member as a learner and promotes it once it has caught up (kubeadm >= 1.32, or EtcdLearnerMode)"},

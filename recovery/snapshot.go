@@ -2,11 +2,8 @@ package recovery
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,26 +72,15 @@ func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, 
 	if etcdutl, err = exec.LookPath(etcdutl); err != nil {
 		return nil, fmt.Errorf("--from-snapshot needs etcdutl of the cluster's etcd version (--etcdutl PATH): %w", err)
 	}
-	sum, size, err := fileSHA256(path)
+	sum, err := backup.FileSHA256(path)
 	if err != nil {
 		return nil, err
 	}
-	src := &SnapshotSource{Path: path, SHA256: sum, Bytes: size, Revision: r.Backend.Revision, Etcdutl: etcdutl, BumpRevision: o.BumpRevision, MarkCompacted: o.MarkCompacted}
+	src := &SnapshotSource{Path: path, SHA256: sum, Bytes: r.Backend.FileBytes, Revision: r.Backend.Revision, Etcdutl: etcdutl, BumpRevision: o.BumpRevision, MarkCompacted: o.MarkCompacted}
 	if r.Identity != nil {
 		src.ClusterID = r.Identity.ClusterID.String()
 	}
 	return src, nil
-}
-
-func fileSHA256(path string) (string, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", 0, err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
 // restoreSnapshot rebuilds the survivor from the plan's snapshot: the snapshot is checked
@@ -103,24 +89,25 @@ func fileSHA256(path string) (string, int64, error) {
 // one-member cluster. Run again, it goes on from wherever it stopped.
 func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep *Report) error {
 	src := a.Plan.FromSnapshot
-	if a.servesWrites(ctx, survivor) {
-		a.say("%s already serves writes from the restored snapshot", survivor.Name)
-		return nil
-	}
-	restored := strings.TrimRight(survivor.DataDir, "/") + ".etcdmedic-restore"
-	if _, err := datadir.Inspect(survivor.DataDir, datadir.Options{}); errors.Is(err, datadir.ErrLocked) {
+	r, err := datadir.Inspect(survivor.DataDir, datadir.Options{})
+	switch {
+	case errors.Is(err, datadir.ErrLocked):
 		// Running: the restored member started by an earlier run (another cluster ID than the
 		// plan's), or the old survivor, which must not be.
 		if id := a.liveClusterID(ctx, survivor); id == a.Plan.ClusterID || id == "" {
 			return fmt.Errorf("an etcd runs on %s's data dir (cluster %q): stop it, then apply again", survivor.Name, id)
 		}
 		return a.waitWrites(ctx, survivor)
-	}
-	if !a.isRestored(survivor.DataDir) {
+	case err == nil && r.Identity != nil && r.Identity.ClusterID.String() != a.Plan.ClusterID:
+		a.say("%s's data dir already holds the restored member (cluster %s)", survivor.Name, r.Identity.ClusterID)
+	default:
+		restored := strings.TrimRight(survivor.DataDir, "/") + ".etcdmedic-restore"
 		if err := a.restoreBeside(ctx, survivor, restored); err != nil {
 			return err
 		}
-		if r, err := datadir.Inspect(survivor.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
+		// The old data, readable or not, is moved aside (its checksums are the backup's) before
+		// the restored member takes its place.
+		if !isMissingOrEmpty(survivor.DataDir) {
 			var man backupManifest
 			_ = backup.ReadJSON(filepath.Join(a.Plan.BackupDir, survivor.Name, "manifest.json"), &man)
 			v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "replaced by the restore of " + src.Path + " in a quorum-loss recovery"}
@@ -130,8 +117,6 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 			}
 			a.say("%s's old data quarantined in %s", survivor.Name, q.Dir)
 			rep.Quarantines = append(rep.Quarantines, q.Dir)
-		} else if errors.Is(err, datadir.ErrLocked) {
-			return fmt.Errorf("%s is running on its old data dir: stop it first", survivor.Name)
 		}
 		if err := os.MkdirAll(survivor.DataDir, 0o700); err != nil {
 			return err
@@ -166,17 +151,10 @@ func (a *Applier) liveClusterID(ctx context.Context, m PlanMember) string {
 	return ""
 }
 
-// isRestored reports whether dataDir already holds the restored member (a cluster other than
-// the plan's: restore makes a new one).
-func (a *Applier) isRestored(dataDir string) bool {
-	r, err := datadir.Inspect(dataDir, datadir.Options{})
-	return err == nil && r.Identity != nil && r.Identity.ClusterID.String() != a.Plan.ClusterID
-}
-
 // restoreBeside checks the snapshot against the plan and restores it into dir (recreated).
 func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir string) error {
 	src := a.Plan.FromSnapshot
-	sum, _, err := fileSHA256(src.Path)
+	sum, err := backup.FileSHA256(src.Path)
 	if err != nil {
 		return err
 	}

@@ -71,17 +71,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil && cmd.Flags().Changed("endpoints") {
 				return err
 			}
-			conn := &cf.conn
-			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
-				conn = nil
-			}
-			a, err := recovery.Assess(cmd.Context(), conn, members, survivor)
-			if errors.Is(err, recovery.ErrNotNeeded) {
-				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
-			}
-			if err != nil {
-				return failf("", "%v", err)
-			}
+			// The options are read first: a mistyped flag is said before any member is probed.
 			var command []string
 			if etcdCmd != "" {
 				command = strings.Fields(etcdCmd)
@@ -113,6 +103,17 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 				po.Snapshot = &snap
 			} else if snap.BumpRevision > 0 || snap.MarkCompacted || snap.Etcdutl != "" {
 				return failf("", "--bump-revision, --mark-compacted and --etcdutl go with --from-snapshot FILE")
+			}
+			conn := &cf.conn
+			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
+				conn = nil
+			}
+			a, err := recovery.Assess(cmd.Context(), conn, members, survivor)
+			if errors.Is(err, recovery.ErrNotNeeded) {
+				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
+			}
+			if err != nil {
+				return failf("", "%v", err)
 			}
 			p, err := recovery.NewPlan(a, po, time.Now())
 			if err != nil {

@@ -111,7 +111,7 @@ func (o *operatorDouble) do(node, title string, cmds []string) {
 		var err error
 		var out []byte
 		switch {
-		case strings.HasPrefix(c, "kubeadm init phase upload-certs"), strings.HasPrefix(c, "kubeadm token create"), c == "kubeadm reset -f":
+		case strings.HasPrefix(c, "kubeadm init phase upload-certs"), strings.HasPrefix(c, "kubeadm token create"), strings.Contains(c, "kubeadm reset -f"):
 			// Credentials and the node reset: nothing to do without kubeadm (the data dir was
 			// moved aside by the line before).
 		case strings.HasPrefix(c, "<the kubeadm join command"):

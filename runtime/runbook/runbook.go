@@ -3,6 +3,7 @@ package runbook
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
 		}
 		c.Notes = []string{"kubelet stops the etcd pod within about 20 s (crictl ps --name etcd shows it gone)"}
 	default:
-		c.Commands = []string{fmt.Sprintf("pkill -TERM -f -- '--data-dir[= ]%s( |$)'", m.DataDir)}
+		c.Commands = []string{"pkill -TERM -f -- " + Quote("--data-dir[= ]"+regexp.QuoteMeta(m.DataDir)+"( |$)")}
 		c.Notes = []string{"or: systemctl stop etcd, if a unit runs it"}
 	}
 	for try := 0; try < 3; try++ {
@@ -92,7 +93,7 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 		if cmd == "" {
 			cmd = "etcd"
 		}
-		c.Commands = []string{fmt.Sprintf("nohup %s %s >>%s.log 2>&1 </dev/null &", cmd, shellJoin(m.Flags()), strings.TrimRight(m.DataDir, "/"))}
+		c.Commands = []string{fmt.Sprintf("nohup %s %s >>%s 2>&1 </dev/null &", cmd, shellJoin(m.Flags()), Quote(strings.TrimRight(m.DataDir, "/")+".log"))}
 		c.Notes = []string{"or put exactly these flags in the unit that runs etcd and start it"}
 	}
 	return r.Operator.Confirm(c)
@@ -149,10 +150,15 @@ func (r Runtime) stopped(ctx context.Context, m runtime.MemberSpec) bool {
 func shellJoin(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"$`\\;&|<>*?()[]{}#~") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		out[i] = a
+		out[i] = Quote(a)
 	}
 	return strings.Join(out, " ")
+}
+
+// Quote makes s one word for a shell, quoted only where it has to be.
+func Quote(s string) string {
+	if s == "" || strings.ContainsAny(s, " \t\n'\"$`\\;&|<>*?()[]{}#~") {
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	return s
 }

@@ -80,21 +80,30 @@ func (r Runtime) backupOnce() error {
 // can run the member through it: YAML with an etcd container whose --data-dir is dataDir, and
 // whose flags can be edited. It changes nothing.
 func (r Runtime) Check(dataDir string) error {
-	b, err := r.current()
+	b, err := r.load(dataDir)
 	if err != nil {
 		return err
-	}
-	flags, err := cluster.EtcdFlagsFromManifest(b)
-	if err != nil {
-		return fmt.Errorf("%s: %w", r.Manifest, err)
-	}
-	if dd := flags["data-dir"]; dd != "" && filepath.Clean(dd) != filepath.Clean(dataDir) {
-		return fmt.Errorf("%s runs etcd on %s, not on the data dir given, %s", r.Manifest, dd, dataDir)
 	}
 	if _, err := EditFlags(b, map[string]string{"initial-cluster": "check=http://127.0.0.1:1", "initial-cluster-state": "existing"}, true); err != nil {
 		return fmt.Errorf("%s cannot be edited: %w", r.Manifest, err)
 	}
 	return nil
+}
+
+// load reads the manifest wherever it is now and checks that it runs etcd on dataDir.
+func (r Runtime) load(dataDir string) ([]byte, error) {
+	b, err := r.current()
+	if err != nil {
+		return nil, err
+	}
+	flags, err := cluster.EtcdFlagsFromManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Manifest, err)
+	}
+	if dd := flags["data-dir"]; dd != "" && filepath.Clean(dd) != filepath.Clean(dataDir) {
+		return nil, fmt.Errorf("%s runs etcd on %s, not on %s", r.Manifest, dd, dataDir)
+	}
+	return b, nil
 }
 
 // Stop moves the manifest out of kubelet's folder and waits until etcd is gone.
@@ -119,16 +128,9 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	if err := r.backupOnce(); err != nil {
 		return err
 	}
-	b, err := r.current()
+	b, err := r.load(m.DataDir)
 	if err != nil {
 		return err
-	}
-	flags, err := cluster.EtcdFlagsFromManifest(b)
-	if err != nil {
-		return err
-	}
-	if dd := flags["data-dir"]; dd != "" && filepath.Clean(dd) != filepath.Clean(m.DataDir) {
-		return fmt.Errorf("%s runs etcd on %s, not %s", r.Manifest, dd, m.DataDir)
 	}
 	set := map[string]string{"initial-cluster": m.InitialCluster, "initial-cluster-state": m.ClusterState}
 	force := slices.Contains(m.ExtraFlags, "--force-new-cluster")
