@@ -16,6 +16,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/member"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
@@ -115,6 +116,15 @@ Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN or cou
 
 func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResult, error) {
 	res := &guardResult{DataDir: o.dataDir, Next: []string{}}
+	if o.fix || o.rejoin {
+		// Locked before the data dir is read: a verdict on what another run is moving or
+		// starting a member on would be stale by the time this run acts on it.
+		l, err := runlock.Acquire(o.dataDir, o.purpose())
+		if err != nil {
+			return nil, lockFailed(err)
+		}
+		defer l.Release()
+	}
 	var report *datadir.Report
 	if _, err := os.Stat(o.dataDir); err == nil {
 		report, err = datadir.Inspect(o.dataDir, datadir.Options{})
@@ -180,6 +190,28 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 		return res, failf("run the same command again: a member already added is picked up where it stopped", "rejoin %s: %v", o.name, err)
 	}
 	return res, nil
+}
+
+// purpose is what a run that is refused the data dir's lock is told this run does.
+func (o *guardOptions) purpose() string {
+	p := "guard"
+	if o.fix {
+		p += " --fix"
+	}
+	if o.rejoin {
+		p += " --rejoin"
+	}
+	return p
+}
+
+// lockFailed turns a run lock that was refused (another run holds it) or could not be taken
+// into "could not run" (exit 3): one line, naming the holder.
+func lockFailed(err error) error {
+	var held *runlock.HeldError
+	if errors.As(err, &held) {
+		return &cliError{code: exitFailed, err: err}
+	}
+	return failf("etcdmedic takes a lock file beside the data dir or plan dir (or under the temp dir when its parent is read-only) so that one run at a time changes it", "%v", err)
 }
 
 func orName(name string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/member"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
@@ -112,6 +113,13 @@ Exit codes: 0 replaced, 2 refused (nothing changed), 3 failed part way (run agai
 				return err
 			}
 			defer closeFn()
+			if o.spec.DataDir != "" && !o.dryRun { // its contents may be quarantined, then a member starts on it
+				l, err := runlock.Acquire(o.spec.DataDir, "member replace")
+				if err != nil {
+					return lockFailed(err)
+				}
+				defer l.Release()
+			}
 			r := &member.Replacer{Conn: o.conn, Client: j.Client, Joiner: j, Out: cmd.ErrOrStderr(), BackupDir: o.backupDir, DryRun: o.dryRun}
 			res, err := r.Replace(cmd.Context(), args[0], o.spec)
 			if res != nil {
@@ -148,6 +156,13 @@ func newMemberAddCommand(opts *globalOptions) *cobra.Command {
 				return err
 			}
 			defer closeFn()
+			if o.spec.DataDir != "" {
+				l, err := runlock.Acquire(o.spec.DataDir, "member add")
+				if err != nil {
+					return lockFailed(err)
+				}
+				defer l.Release()
+			}
 			if err := checkChangeAllowed(cmd.Context(), o.conn, o.spec.PeerURLs); err != nil {
 				return refusedOrFailed(err)
 			}

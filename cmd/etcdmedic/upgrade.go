@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/upgrade"
 )
 
@@ -256,6 +257,11 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return failf("", "%v", err)
 			}
+			l, err := runlock.Acquire(planDir, "upgrade plan")
+			if err != nil {
+				return lockFailed(err)
+			}
+			defer l.Release()
 			if err := p.Save(planDir); err != nil {
 				return failf("", "%v", err)
 			}
@@ -291,6 +297,16 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 				pr.UpgradePlan(cmd.OutOrStdout(), p)
 				return failf("read the plan above, then run again with --yes", "apply restarts every member: it needs --yes")
 			}
+			// One run at a time on the plan (its journal) and on every member's data dir.
+			dirs := []string{args[0]}
+			for _, m := range p.Members {
+				dirs = append(dirs, m.DataDir)
+			}
+			release, err := runlock.AcquireAll(dirs, "upgrade apply")
+			if err != nil {
+				return lockFailed(err)
+			}
+			defer release()
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
