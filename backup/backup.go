@@ -27,36 +27,23 @@ type FileSum struct {
 }
 
 // Checksum lists every regular file under root with its size and sha256, skipping the
-// top-level entries skip names.
+// top-level entries skip names. Links are followed (see walkFollowing): a data dir given as a
+// link, or a member/wal linked to another disk, is summed as the files etcd reads.
 func Checksum(root string, skip map[string]bool) ([]FileSum, int64, error) {
 	var out []FileSum
 	var total int64
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if skip[rel] {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
+	err := walkFollowing(root, skip, func(rel string, info fs.FileInfo) error {
+		if !info.Mode().IsRegular() {
 			return nil
 		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		sum, err := FileSHA256(p)
+		sum, err := FileSHA256(filepath.Join(root, rel))
 		if err != nil {
 			return err
 		}
 		out = append(out, FileSum{Path: rel, Size: info.Size(), Mode: info.Mode(), SHA256: sum, ModTime: info.ModTime().UTC()})
 		total += info.Size()
 		return nil
-	})
+	}, nil)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, total, err
 }
@@ -89,21 +76,12 @@ func Verify(root string, want []FileSum) error {
 // Top-level entries skip names are not counted.
 func Unchanged(root string, sums []FileSum, skip map[string]bool) bool {
 	var n int
-	ok := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if rel, _ := filepath.Rel(root, p); skip[rel] {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.Type().IsRegular() {
+	ok := walkFollowing(root, skip, func(_ string, info fs.FileInfo) error {
+		if info.Mode().IsRegular() {
 			n++
 		}
 		return nil
-	}) == nil
+	}, nil) == nil
 	if !ok || n != len(sums) {
 		return false
 	}

@@ -17,49 +17,36 @@ import (
 // CopyTreeSummed copies every regular file under src into dst (skipping the top-level entries
 // skip names), reading each file once: the checksum is of the very bytes written. workers
 // files are copied at a time. Each copy is fsynced, and so is every folder created. src must
-// not change meanwhile (a stopped member).
+// not change meanwhile (a stopped member). Links are followed (see walkFollowing): the copy
+// holds the files behind them as plain files and folders; Links lists the links themselves.
 func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileSum, int64, error) {
 	type job struct {
 		rel   string
 		mode  fs.FileMode
+		size  int64
 		mtime time.Time
 	}
 	var jobs []job
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	folders := []string{dst}
+	err := walkFollowing(src, skip, func(rel string, info fs.FileInfo) error {
+		switch {
+		case info.IsDir():
+			folders = append(folders, filepath.Join(dst, rel))
+		case info.Mode().IsRegular():
+			jobs = append(jobs, job{rel, info.Mode(), info.Size(), info.ModTime().UTC()})
 		}
-		rel, _ := filepath.Rel(src, p)
-		if skip[rel] {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		jobs = append(jobs, job{rel, info.Mode(), info.ModTime().UTC()})
 		return nil
-	})
+	}, nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	// Largest first, so that the workers finish together.
-	sizes := map[string]int64{}
-	for _, j := range jobs {
-		if st, err := os.Stat(filepath.Join(src, j.rel)); err == nil {
-			sizes[j.rel] = st.Size()
+	for _, d := range folders {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, 0, err
 		}
 	}
-	sort.SliceStable(jobs, func(a, b int) bool { return sizes[jobs[a].rel] > sizes[jobs[b].rel] })
+	// Largest first, so that the workers finish together.
+	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].size > jobs[b].size })
 	out := make([]FileSum, len(jobs))
 	errs := make([]error, len(jobs))
 	next := make(chan int)

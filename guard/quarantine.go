@@ -19,9 +19,11 @@ import (
 // Manifest records what a quarantine holds, with checksums, so that anyone can prove later
 // that nothing was lost.
 type Manifest struct {
-	Source    string    `json:"source"`
-	CreatedAt time.Time `json:"createdAt"`
-	Class     Class     `json:"class"`
+	Source string `json:"source"` // the data dir as given, absolute
+	// RealSource is Source with its links resolved: where the files were moved from.
+	RealSource string    `json:"realSource,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+	Class      Class     `json:"class"`
 	// Entries are the top-level names moved: a resumed quarantine moves these and nothing else.
 	Entries []string         `json:"entries"`
 	Reason  string           `json:"reason"`
@@ -30,6 +32,9 @@ type Manifest struct {
 	// SumsFrom is set when the checksums were not computed here but taken from a verified
 	// backup of the same files, unchanged since (same sizes and modification times).
 	SumsFrom string `json:"sumsFrom,omitempty"`
+	// Links are the symbolic links in the data dir (member/wal on its own disk): Files are summed
+	// through them. An absolute link moves with its folder, and its target stays where it is.
+	Links []backup.Link `json:"links,omitempty"`
 }
 
 // Quarantined says where a data dir's contents went.
@@ -61,9 +66,15 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if !v.Movable {
 		return nil, fmt.Errorf("%s is %s and must not be moved: %s", dataDir, v.Class, v.Reason)
 	}
-	dataDir, err := filepath.Abs(dataDir)
+	given, err := filepath.Abs(dataDir)
 	if err != nil {
 		return nil, err
+	}
+	// A data dir given as a link (/var/lib/etcd -> /mnt/disk1/etcd) is quarantined where its
+	// files are, on their filesystem.
+	dataDir, err = filepath.EvalSymlinks(given)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", given, err)
 	}
 	release, err := holdMemberLocks(dataDir)
 	if err != nil {
@@ -78,40 +89,50 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if err != nil {
 		return nil, err
 	}
+	m, haveManifest, err := resumedManifest(partial, given, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	entries := topLevel(dataDir)
+	if haveManifest {
+		entries = m.Entries
+	}
+	data := filepath.Join(partial, "data")
+	if partial == "" {
+		data = filepath.Join(base, "new", "data") // not there yet: its filesystem is base's
+	}
+	// Refused here, nothing has moved and no quarantine folder was made for it.
+	if err := movable(dataDir, entries, data); err != nil {
+		if partial != "" {
+			return nil, fmt.Errorf("%w; nothing more was moved (the quarantine %s is unfinished)", err, partial)
+		}
+		return nil, fmt.Errorf("%w; nothing was moved", err)
+	}
+	if !haveManifest {
+		// Nothing has moved yet: checksum everything where it is (a link whose target is
+		// missing refuses here, before a quarantine folder is made).
+		m = Manifest{Source: given, RealSource: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: entries}
+		if err := m.sum(dataDir, known, from); err != nil {
+			return nil, fmt.Errorf("%w; nothing was moved", err)
+		}
+	}
 	if partial == "" {
 		partial = filepath.Join(base, fmt.Sprintf("%s-%s%s", now.UTC().Format("20060102T150405Z"), strings.ToLower(string(v.Class)), partialSuffix))
 		if err := os.MkdirAll(partial, 0o700); err != nil {
 			return nil, fmt.Errorf("create quarantine folder: %w", err)
 		}
+		data = filepath.Join(partial, "data")
 	}
-	manifestPath := filepath.Join(partial, "manifest.json")
-	var m Manifest
-	if err := backup.ReadJSON(manifestPath, &m); errors.Is(err, fs.ErrNotExist) {
-		// Nothing has moved yet: checksum everything where it is.
-		m = Manifest{Source: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: topLevel(dataDir)}
-		if known != nil && backup.Unchanged(dataDir, known, datadir.Ignorable) {
-			m.Files, m.SumsFrom = known, from
-			for _, f := range known {
-				m.Bytes += f.Size
-			}
-		} else if m.Files, m.Bytes, err = backup.Checksum(dataDir, datadir.Ignorable); err != nil {
-			return nil, err
-		}
-		if err := backup.WriteJSONAtomic(manifestPath, m); err != nil {
+	if !haveManifest {
+		if err := backup.WriteJSONAtomic(filepath.Join(partial, "manifest.json"), m); err != nil {
 			return nil, err
 		}
 		if err := backup.WriteJSONAtomic(filepath.Join(partial, "report.json"), report); err != nil {
 			return nil, err
 		}
-	} else if err != nil {
-		return nil, fmt.Errorf("read %s: %w", manifestPath, err)
 	}
-	data := filepath.Join(partial, "data")
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
-	}
-	if m.Source != dataDir {
-		return nil, fmt.Errorf("the unfinished quarantine %s is of %s, not %s: finish or move it by hand first", partial, m.Source, dataDir)
 	}
 	// Only what the manifest lists moves; anything that appeared since is a conflict for a person.
 	listed := map[string]bool{}
@@ -158,6 +179,120 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		return nil, err
 	}
 	return &Quarantined{Dir: final, Files: len(m.Files), Bytes: m.Bytes}, nil
+}
+
+// resumedManifest reads the manifest of an unfinished quarantine (partial; "" for none), if it
+// got as far as writing one, and checks that it is of this data dir (given, resolved).
+func resumedManifest(partial, given, resolved string) (Manifest, bool, error) {
+	var m Manifest
+	if partial == "" {
+		return m, false, nil
+	}
+	manifestPath := filepath.Join(partial, "manifest.json")
+	if err := backup.ReadJSON(manifestPath, &m); errors.Is(err, fs.ErrNotExist) {
+		return m, false, nil
+	} else if err != nil {
+		return m, false, fmt.Errorf("read %s: %w", manifestPath, err)
+	}
+	// A manifest written before RealSource was recorded names the data dir as it was given.
+	same := m.RealSource == resolved || (m.RealSource == "" && (m.Source == given || m.Source == resolved))
+	if !same {
+		return m, false, fmt.Errorf("the unfinished quarantine %s is of %s, not %s: finish or move it by hand first", partial, m.Source, given)
+	}
+	return m, true, nil
+}
+
+// sum fills the manifest's links and checksums from the data dir, following its links; known
+// sums (from, a verified backup) are taken when every file is unchanged since.
+func (m *Manifest) sum(dataDir string, known []backup.FileSum, from string) error {
+	links, err := backup.Links(dataDir, datadir.Ignorable)
+	if err != nil {
+		return fmt.Errorf("list the links in %s: %w", dataDir, err)
+	}
+	m.Links = links
+	if known != nil && backup.Unchanged(dataDir, known, datadir.Ignorable) {
+		m.Files, m.SumsFrom, m.Bytes = known, from, 0
+		for _, f := range known {
+			m.Bytes += f.Size
+		}
+		return nil
+	}
+	if m.Files, m.Bytes, err = backup.Checksum(dataDir, datadir.Ignorable); err != nil {
+		return fmt.Errorf("checksum %s: %w", dataDir, err)
+	}
+	return nil
+}
+
+// movable checks, before anything moves, that each entry of dataDir still there can be renamed
+// into data (the same filesystem: a mount point cannot be) and that every link in them will
+// point at the same file from data: a relative one must stay inside the data dir, an absolute
+// one must point outside it. A move that would fail, or leave a link dangling, halfway is
+// refused up front.
+func movable(dataDir string, entries []string, data string) error {
+	dest, err := os.Stat(existingAncestor(data))
+	if err != nil {
+		return err
+	}
+	for _, name := range entries {
+		src := filepath.Join(dataDir, name)
+		st, err := os.Lstat(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // moved by an interrupted run
+		}
+		if err != nil {
+			return err
+		}
+		if !sameDevice(st, dest) {
+			return fmt.Errorf("%s is on another filesystem than the quarantine %s (a mount point?): a rename cannot move it; move it by hand", name, data)
+		}
+		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.Type()&fs.ModeSymlink == 0 {
+				return nil
+			}
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(dataDir, p)
+			if !filepath.IsAbs(target) {
+				if escapes(filepath.Join(filepath.Dir(rel), target)) {
+					return fmt.Errorf("%s is a relative link (%s) that would dangle once moved: make it absolute or move it by hand", rel, target)
+				}
+				return nil
+			}
+			// An absolute link is left pointing where it did, unless that is inside what moves.
+			if to, err := filepath.EvalSymlinks(p); err == nil {
+				if in, err := filepath.Rel(dataDir, to); err == nil && !escapes(in) {
+					return fmt.Errorf("%s is an absolute link (%s) into the data dir itself that would dangle once moved: make it relative or move it by hand", rel, target)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// escapes reports whether a path relative to the data dir leaves it: a relative link to it
+// would point elsewhere once the data dir's contents moved.
+func escapes(rel string) bool {
+	rel = filepath.Clean(rel)
+	return rel == ".." || strings.HasPrefix(rel, "../")
+}
+
+// existingAncestor is p, or its nearest parent that exists: the filesystem p will be made on.
+func existingAncestor(p string) string {
+	for {
+		if _, err := os.Lstat(p); err == nil || p == filepath.Dir(p) {
+			return p
+		}
+		p = filepath.Dir(p)
+	}
 }
 
 // topLevel lists a data dir's own entries (not lost+found, not etcdmedic's quarantine).
