@@ -50,7 +50,7 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	for _, m := range sb.Members {
 		members = append(members, recovery.MemberInput{Name: m.Name, DataDir: m.DataDir})
 	}
-	a, err := recovery.Assess(ctx, &conn, members, "")
+	a, err := recovery.Assess(ctx, members, recovery.AssessOptions{Conn: conn, Stopper: recovery.Stopper(recovery.PlanOptions{}, rt)})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,10 +21,12 @@ import (
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 	"github.com/etcdmedic/etcdmedic/runtime/staticpod"
+	"github.com/etcdmedic/etcdmedic/runtime/systemd"
 )
 
 // Applier carries out a plan.
@@ -58,11 +61,23 @@ var ErrStale = errors.New("the plan no longer matches the cluster")
 // Apply runs the plan's steps, skipping the ones the journal says are done.
 func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 	started := time.Now()
+	a.Out = &syncWriter{w: a.Out} // background backups report while steps run
 	for _, m := range a.Plan.Members {
 		if m.Runbook != "" && a.Operator == nil {
 			return nil, fmt.Errorf("%s is on the runbook: apply needs an operator to confirm its checkpoints", m.Name)
 		}
 	}
+	// One run at a time: two applies of one plan would interleave the journal and remove
+	// each other's backups mid-copy.
+	targets := []string{a.Dir}
+	for _, m := range a.Plan.Members {
+		targets = append(targets, m.DataDir)
+	}
+	release, err := runlock.AcquireAll(targets, "recover apply")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	j, err := plan.OpenJournal(a.Dir)
 	if err != nil {
 		return nil, err
@@ -122,9 +137,19 @@ func (a *Applier) checkReality(ctx context.Context) error {
 			return fmt.Errorf("%w: the survivor %s now has less history (index %d) than when the plan was made (%d)", ErrStale, m.Name, max(r.Raft.HardState.Commit, r.Backend.ConsistentIndex), p.Committed)
 		}
 	}
-	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true, WithoutQuorum: true}, false, time.Now)
-	if len(v.Members) > 0 && !v.Quorum.Lost() && len(v.Leaders) > 0 {
-		return fmt.Errorf("%w: the cluster has quorum again (%d of %d voters up): do not force a new cluster; run etcdmedic doctor", ErrStale, v.Quorum.VotersUp, v.Quorum.Voters)
+	return a.requireQuorumLost(ctx)
+}
+
+// requireQuorumLost proves, before a destructive step, that quorum is still lost, with the
+// plan's connection settings; a member that cannot be shown down makes the step refuse.
+func (a *Applier) requireQuorumLost(ctx context.Context) error {
+	var targets []quorumTarget
+	for _, m := range a.Plan.Members {
+		targets = append(targets, quorumTarget{Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs,
+			Voter: m.Standing == StandingVoter || m.Standing == ""})
+	}
+	if _, err := checkQuorumLost(ctx, a.conn(), targets); err != nil {
+		return fmt.Errorf("%w: %w", ErrStale, err)
 	}
 	return nil
 }
@@ -135,7 +160,7 @@ func (a *Applier) conn() cluster.Conn {
 	for _, m := range a.Plan.Members {
 		eps = append(eps, m.ClientURLs...)
 	}
-	return a.Conn.To(eps)
+	return a.Plan.Connection.with(a.Conn).To(eps)
 }
 
 func (a *Applier) spec(m PlanMember, extra ...string) runtime.MemberSpec {
@@ -162,6 +187,8 @@ func (a *Applier) runtimeFor(m PlanMember) runtime.Runtime {
 	case m.Runbook != "":
 		return runbook.Runtime{Node: m.Name, Style: m.Runbook, Operator: a.Operator, EtcdCommand: strings.Join(a.Plan.EtcdCommand, " "),
 			Conn: a.conn(), Wait: a.Timeout}
+	case m.SystemdUnit != "":
+		return systemd.Runtime{Unit: m.SystemdUnit, Then: a.Runtime}
 	}
 	return a.Runtime
 }
@@ -191,6 +218,13 @@ func (a *Applier) say(format string, args ...any) {
 func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	p := a.Plan
 	survivor := p.Member(p.Survivor)
+	switch s.ID {
+	case "stop-all", "force-new-cluster", "restore-snapshot":
+		// Destructive: quorum must still be lost, proven now, not when the plan was made.
+		if err := a.requireQuorumLost(ctx); err != nil {
+			return err
+		}
+	}
 	switch {
 	case s.ID == "stop-all":
 		for _, m := range p.Members {
@@ -422,19 +456,8 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 		if err := a.operatorQuarantine(m, rep); err != nil {
 			return err
 		}
-	} else if r, err := datadir.Inspect(m.DataDir, datadir.Options{}); err == nil && r.Kind != datadir.KindEmpty {
-		v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
-		// The backup just summed these files: unchanged since, they need not be read again.
-		var man backupManifest
-		backup.ReadJSON(filepath.Join(a.Plan.BackupDir, m.Name, "manifest.json"), &man)
-		q, err := guard.QuarantineKnown(m.DataDir, r, v, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, m.Name))
-		if err != nil {
-			return err
-		}
-		a.say("%s's old data quarantined in %s", m.Name, q.Dir)
-		rep.Quarantines = append(rep.Quarantines, q.Dir)
-	} else if errors.Is(err, datadir.ErrLocked) {
-		return fmt.Errorf("%s is running on its old data dir: stop it first", m.Name)
+	} else if err := a.quarantineOld(m, rep); err != nil {
+		return err
 	}
 	var eps []string
 	for _, o := range a.Plan.Members {
@@ -450,6 +473,40 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 	j := &member.Joiner{Client: cli, Runtime: a.runtimeFor(m), Out: a.Out, CatchUp: a.Timeout}
 	_, err = j.Join(ctx, member.JoinSpec{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, DataDir: m.DataDir, ExtraFlags: a.Plan.EtcdFlags})
 	return err
+}
+
+// quarantineOld moves a rejoining member's old data aside (never deleted), unless there is
+// none. Data that cannot be read is moved only when the plan says the operator accepted it.
+func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
+	if err := local.VerifyStopped(m.DataDir); err != nil {
+		return fmt.Errorf("%s is running on its old data dir: %w", m.Name, err)
+	}
+	if _, err := os.Stat(m.DataDir); errors.Is(err, fs.ErrNotExist) {
+		return nil // wiped: nothing to keep
+	}
+	r, err := datadir.Inspect(m.DataDir, datadir.Options{})
+	switch {
+	case err == nil && r.Kind == datadir.KindEmpty:
+		return nil // wiped: nothing to keep
+	case err != nil || (r.Kind != datadir.KindEtcdMember && r.Kind != datadir.KindPDMember):
+		if !m.DiscardUnreadable {
+			return fmt.Errorf("%s's data dir %s cannot be read (%v): it is not moved aside without --discard-unreadable %s in the plan", m.Name, m.DataDir, err, m.Name)
+		}
+		if r == nil {
+			r = &datadir.Report{Path: m.DataDir, Kind: "unreadable", KindReason: fmt.Sprint(err)}
+		}
+	}
+	v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
+	// The backup just summed these files: unchanged since, they need not be read again.
+	var man backupManifest
+	backup.ReadJSON(filepath.Join(a.Plan.BackupDir, m.Name, "manifest.json"), &man)
+	q, err := guard.QuarantineKnown(m.DataDir, r, v, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, m.Name))
+	if err != nil {
+		return err
+	}
+	a.say("%s's old data quarantined in %s", m.Name, q.Dir)
+	rep.Quarantines = append(rep.Quarantines, q.Dir)
+	return nil
 }
 
 // verify waits until doctor is clean, then checks that every member hashes the same data at
@@ -511,4 +568,16 @@ func ids(fs []finding.Finding) []string {
 		out = append(out, f.ID+"("+f.Subject+")")
 	}
 	return out
+}
+
+// syncWriter serialises writes from the steps and the background backups.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }

@@ -8,11 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 // MemberInput is one member's data dir, as the operator names it (--data-dir NAME=PATH).
@@ -21,98 +23,226 @@ type MemberInput struct {
 	DataDir string
 }
 
-// Candidate is one member considered as the survivor.
-type Candidate struct {
-	Name            string   `json:"name"`
-	DataDir         string   `json:"dataDir"`
-	MemberID        string   `json:"memberID"`
-	ClusterID       string   `json:"clusterID"`
-	Commit          uint64   `json:"commit"`          // HardState.commit
-	ConsistentIndex uint64   `json:"consistentIndex"` // applied to the backend
-	Term            uint64   `json:"term"`
-	LastIndex       uint64   `json:"lastIndex"`
-	Revision        int64    `json:"revision"`
-	PeerURLs        []string `json:"peerURLs"`
-	ClientURLs      []string `json:"clientURLs"`
-	Source          string   `json:"source"` // "data dir" or "live status" (the member was running)
-	// Membership is what this member's data says the members are (to find the URLs of a
-	// member whose own data dir was wiped).
-	Membership []datadir.Member `json:"-"`
-	Rejected   string           `json:"rejected,omitempty"`
-	// Loss relative to the chosen survivor: what choosing the survivor costs this member's
-	// history (0 for the survivor itself).
-	IndexGap    uint64 `json:"indexGapToSurvivor"`
-	RevisionGap int64  `json:"revisionGapToSurvivor"`
-	// Ahead is how much more this candidate has than the survivor (non-zero only when the
-	// operator overrode the choice): the data the override loses.
-	AheadIndex    uint64 `json:"aheadOfSurvivorIndex"`
-	AheadRevision int64  `json:"aheadOfSurvivorRevision"`
-}
-
-// Committed is the history a candidate holds for sure: etcd v3.6 bootstraps from
-// max(HardState.commit, consistent index), since HardState is not always synced.
-func (c Candidate) Committed() uint64 { return max(c.Commit, c.ConsistentIndex) }
-
 // Assessment is what plan found.
 type Assessment struct {
-	ClusterID  string      `json:"clusterID"`
-	Candidates []Candidate `json:"candidates"`
-	Survivor   string      `json:"survivor"`
-	Override   bool        `json:"override"`
-	Warnings   []string    `json:"warnings"`
-	Quorum     string      `json:"quorum"`
+	ClusterID   string       `json:"clusterID"`
+	Candidates  []Candidate  `json:"candidates"`
+	Survivor    string       `json:"survivor"`
+	Override    bool         `json:"override"`
+	Warnings    []string     `json:"warnings"`
+	Quorum      string       `json:"quorum"`
+	QuorumCheck *QuorumCheck `json:"quorumCheck,omitempty"`
 }
 
 // ErrNotNeeded means the cluster has quorum: recovery would only do harm.
 var ErrNotNeeded = errors.New("quorum is not lost")
 
-// Assess reads every member's data dir (or, for a member still running without quorum, its
-// live status), confirms quorum is lost, ranks the candidates and chooses the survivor.
-func Assess(ctx context.Context, conn *cluster.Conn, members []MemberInput, survivor string) (*Assessment, error) {
+// AssessOptions are what Assess needs besides the data dirs.
+type AssessOptions struct {
+	// Conn has the TLS files, user and timeouts to probe members with; its endpoints are
+	// probed too (the members' own client URLs always are).
+	Conn cluster.Conn
+	// Survivor overrides the choice of the best member.
+	Survivor string
+	// Stopper is how a member found running on its data dir is stopped, once quorum is proven
+	// lost (nil: a running member makes Assess refuse).
+	Stopper func(c Candidate) runtime.Runtime
+	// Settle is how long a member stopped by Assess is watched for a supervisor starting it
+	// again (default 2 s).
+	Settle time.Duration
+}
+
+// Assess reads every member's data dir, proves quorum lost (failing closed), stops the members
+// that still run on their data dirs and reads them too, ranks the candidates by their history,
+// checks the best one whole (every db page, every WAL record) and chooses it as the survivor.
+func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Assessment, error) {
 	if len(members) == 0 {
 		return nil, errors.New("give every member's data dir: --data-dir NAME=PATH (one per member)")
 	}
-	var view *cluster.View
-	if conn != nil && len(conn.Endpoints) > 0 {
-		view = cluster.Diagnose(ctx, *conn, cluster.ProbeOptions{Discover: true, WithoutQuorum: true}, false, time.Now)
-		if len(view.Members) > 0 && !view.Quorum.Lost() && len(view.Leaders) > 0 {
-			return nil, fmt.Errorf("%w: %d of %d voters are up and there is a leader; replace failed members instead (etcdmedic member replace)", ErrNotNeeded, view.Quorum.VotersUp, view.Quorum.Voters)
+	a := &Assessment{Warnings: []string{}}
+	for _, m := range members {
+		a.Candidates = append(a.Candidates, readCandidate(m))
+	}
+	a.settleClusterID()
+	qc, err := checkQuorumLost(ctx, o.Conn, a.quorumTargets(o.Conn.Endpoints))
+	a.QuorumCheck = qc
+	if err != nil {
+		return a, err
+	}
+	for _, s := range qc.Members {
+		if c := a.find(s.Name); c != nil {
+			c.Liveness = s
 		}
 	}
-	a := &Assessment{Warnings: []string{}, Quorum: "lost (confirmed by doctor)"}
-	if view == nil || len(view.Members) == 0 {
-		a.Quorum = "no member answered (no endpoints given, or all down)"
+	a.Quorum = "lost: " + qc.String()
+	if err := a.stopRunning(ctx, o); err != nil {
+		return a, err
 	}
-	for _, m := range members {
-		a.Candidates = append(a.Candidates, candidate(m, view))
-	}
+	return a, a.choose(o.Survivor)
+}
+
+// settleClusterID takes the cluster most data dirs belong to, and rejects the others.
+func (a *Assessment) settleClusterID() {
 	a.ClusterID = majorityCluster(a.Candidates)
 	for i := range a.Candidates {
 		c := &a.Candidates[i]
-		switch {
-		case c.Rejected != "":
-		case c.ClusterID != a.ClusterID:
+		if c.Rejected == "" && c.ClusterID != a.ClusterID {
 			c.Rejected = fmt.Sprintf("its data belongs to cluster %s, not %s", c.ClusterID, a.ClusterID)
 		}
 	}
+}
+
+// quorumTargets are the given members, every other voter the readable data dirs name (a
+// member left off the command line could still be up), and the endpoints the operator gave.
+func (a *Assessment) quorumTargets(endpoints []string) []quorumTarget {
+	ref := a.membershipReference()
+	var out []quorumTarget
+	named := map[string]bool{}
+	for i := range a.Candidates {
+		c := &a.Candidates[i]
+		fillURLs(c, ref)
+		voter := true
+		if ref != nil && (c.MemberID != "" || c.Wiped) {
+			voter = standing(*c, *ref) == StandingVoter
+		}
+		out = append(out, quorumTarget{Name: c.Name, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, Voter: voter})
+		named[c.Name] = true
+	}
+	if ref != nil {
+		for _, m := range ref.Membership {
+			if !named[m.Name] && !m.IsLearner {
+				out = append(out, quorumTarget{Name: nameOrID(m), ClientURLs: m.ClientURLs, Voter: true})
+			}
+		}
+	}
+	for _, ep := range endpoints {
+		if !slices.ContainsFunc(out, func(t quorumTarget) bool { return slices.Contains(t.ClientURLs, ep) }) {
+			out = append(out, quorumTarget{Name: ep, ClientURLs: []string{ep}})
+		}
+	}
+	return out
+}
+
+func nameOrID(m datadir.Member) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return m.ID.String()
+}
+
+// membershipReference is the readable candidate with the most history: its membership says
+// who the voters are before the survivor is chosen.
+func (a *Assessment) membershipReference() *Candidate {
 	ranked := rank(a.Candidates)
 	if len(ranked) == 0 {
-		return nil, errors.New("no usable data dir: every candidate was rejected (see each one's reason)")
+		return nil
 	}
-	a.Survivor = ranked[0].Name
-	if survivor != "" {
-		c := a.find(survivor)
+	return a.find(ranked[0].Name)
+}
+
+// fillURLs takes a member's URLs from the reference membership when its own data has none.
+func fillURLs(c *Candidate, ref *Candidate) {
+	if ref == nil || (len(c.PeerURLs) > 0 && len(c.ClientURLs) > 0) {
+		return
+	}
+	for _, m := range ref.Membership {
+		if m.Name != c.Name {
+			continue
+		}
+		if len(c.PeerURLs) == 0 {
+			c.PeerURLs = m.PeerURLs
+		}
+		if len(c.ClientURLs) == 0 {
+			c.ClientURLs = m.ClientURLs
+		}
+		if c.MemberID == "" {
+			c.MemberID = m.ID.String()
+		}
+	}
+}
+
+// stopRunning stops every member still running on its data dir (a supervisor restarted it
+// while quorum was lost: it holds its data locked and serves nothing), proves by the locks
+// that it stays stopped, and reads its data dir.
+func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) error {
+	var stopped []int
+	for i := range a.Candidates {
+		c := &a.Candidates[i]
+		if !c.Running {
+			continue
+		}
+		if o.Stopper == nil {
+			return fmt.Errorf("%s runs on %s: stop it first, then plan again", c.Name, c.DataDir)
+		}
+		how := "stopped"
+		if held := local.Holders(c.RealDataDir); len(held) > 0 {
+			p := local.Describe(held[0])
+			how = fmt.Sprintf("pid %d (%s) stopped", p.PID, p.Command)
+		}
+		if err := o.Stopper(*c).Stop(ctx, runtime.MemberSpec{Name: c.Name, DataDir: c.RealDataDir}); err != nil {
+			return fmt.Errorf("%s runs on %s and could not be stopped (nothing else was changed): %w", c.Name, c.DataDir, err)
+		}
+		c.StoppedByPlan = how
+		stopped = append(stopped, i)
+	}
+	if len(stopped) == 0 {
+		return nil
+	}
+	settle := o.Settle
+	if settle == 0 {
+		settle = 2 * time.Second
+	}
+	// A supervisor (systemd's Restart=always, kubelet) starts it again within moments.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(settle):
+	}
+	for _, i := range stopped {
+		c := &a.Candidates[i]
+		if err := local.VerifyStopped(c.RealDataDir); err != nil {
+			return fmt.Errorf("%s was stopped and started again (by its supervisor?): %w; then plan again (nothing else was changed)", c.Name, err)
+		}
+		again := readCandidate(MemberInput{Name: c.Name, DataDir: c.DataDir})
+		again.Liveness, again.StoppedByPlan = c.Liveness, c.StoppedByPlan
+		again.Source = "data dir, read once plan had stopped the member"
+		*c = again
+	}
+	a.settleClusterID()
+	return nil
+}
+
+// choose ranks the usable candidates, checks the best one whole and takes it (or the
+// operator's --survivor), and states what the choice costs every other member.
+func (a *Assessment) choose(survivor string) error {
+	for {
+		ranked := rank(a.Candidates)
+		if len(ranked) == 0 {
+			return errors.New("no usable data dir: every candidate was rejected (see each one's reason)")
+		}
+		best := ranked[0].Name
+		if survivor != "" {
+			best = survivor
+		}
+		c := a.find(best)
 		if c == nil {
-			return nil, fmt.Errorf("--survivor %s: no such member among the data dirs given", survivor)
+			return fmt.Errorf("--survivor %s: no such member among the data dirs given", survivor)
 		}
 		if c.Rejected != "" {
-			return nil, fmt.Errorf("--survivor %s cannot be used: %s", survivor, c.Rejected)
+			return fmt.Errorf("--survivor %s cannot be used: %s", survivor, c.Rejected)
 		}
-		a.Survivor, a.Override = survivor, survivor != ranked[0].Name
+		if problem := checkWhole(c.RealDataDir); problem != "" {
+			c.Rejected, c.Unreadable = problem, true
+			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has the most history, but %s: it cannot be the survivor", c.Name, problem))
+			continue
+		}
+		a.Survivor, a.Override = best, survivor != "" && survivor != ranked[0].Name
+		break
 	}
 	s := a.find(a.Survivor)
 	for i := range a.Candidates {
 		c := &a.Candidates[i]
+		c.Standing = standing(*c, *s)
 		if c.Rejected != "" || c.Name == s.Name {
 			continue
 		}
@@ -130,7 +260,7 @@ func Assess(ctx context.Context, conn *cluster.Conn, members []MemberInput, surv
 			a.Warnings = append(a.Warnings, fmt.Sprintf("--survivor %s loses what %s has beyond it: %d raft entries, %d revisions", s.Name, c.Name, c.AheadIndex, c.AheadRevision))
 		}
 	}
-	return a, nil
+	return nil
 }
 
 func (a *Assessment) find(name string) *Candidate {
@@ -142,102 +272,5 @@ func (a *Assessment) find(name string) *Candidate {
 	return nil
 }
 
-// Survivor returns the chosen candidate.
+// SurvivorCandidate returns the chosen candidate.
 func (a *Assessment) SurvivorCandidate() Candidate { return *a.find(a.Survivor) }
-
-// candidate reads one member: its data dir offline, or, when a running member holds it, the
-// member's live status (served even without quorum).
-func candidate(m MemberInput, view *cluster.View) Candidate {
-	c := Candidate{Name: m.Name, DataDir: m.DataDir, Source: "data dir"}
-	r, err := datadir.Inspect(m.DataDir, datadir.Options{})
-	if errors.Is(err, datadir.ErrLocked) && view != nil {
-		if live := liveByName(view, m.Name); live != nil && live.Up() {
-			st := live.Probe.Status
-			c.Source, c.MemberID, c.ClusterID = "live status (the member is running)", st.MemberID, st.ClusterID
-			c.Commit, c.ConsistentIndex, c.Term, c.Revision = st.RaftIndex, st.AppliedIndex, st.RaftTerm, st.Revision
-			c.PeerURLs, c.ClientURLs = live.PeerURLs, live.ClientURLs
-			for _, lm := range view.Members {
-				id, _ := datadir.ParseID(lm.ID)
-				c.Membership = append(c.Membership, datadir.Member{ID: id, Name: lm.Name, PeerURLs: lm.PeerURLs, ClientURLs: lm.ClientURLs, IsLearner: lm.IsLearner})
-			}
-			return c
-		}
-	}
-	if err != nil {
-		c.Rejected = err.Error()
-		return c
-	}
-	if r.Kind != datadir.KindEtcdMember && r.Kind != datadir.KindPDMember {
-		c.Rejected = "not a member data dir: " + r.Kind
-		return c
-	}
-	c.MemberID, c.ClusterID = r.Identity.MemberID.String(), r.Identity.ClusterID.String()
-	c.Commit, c.Term, c.LastIndex = r.Raft.HardState.Commit, r.Raft.HardState.Term, r.Raft.LastIndex
-	if r.Backend != nil {
-		c.ConsistentIndex, c.Revision = r.Backend.ConsistentIndex, r.Backend.Revision
-	} else {
-		c.Rejected = "its db cannot be read: " + r.BackendError
-	}
-	if r.Raft.Tail != nil && r.Raft.Tail.Kind != "torn-write" && r.Raft.Tail.Kind != "truncated" {
-		c.Rejected = "its WAL is damaged: " + r.Raft.Tail.Detail
-	}
-	if r.Identity.RemovedMarked || !r.Identity.InMembership {
-		c.Rejected = "the member is removed from its own membership (--force-new-cluster would panic: \"removed all voters\")"
-	}
-	c.PeerURLs = r.Identity.PeerURLs
-	c.Membership = r.Membership.V2
-	if len(c.Membership) == 0 {
-		c.Membership = r.Membership.V3
-	}
-	if me := datadir.Find(r.Membership.V3, r.Identity.MemberID); me != nil && len(me.ClientURLs) > 0 {
-		c.ClientURLs = me.ClientURLs
-	} else if me := datadir.Find(r.Membership.V2, r.Identity.MemberID); me != nil {
-		c.ClientURLs = me.ClientURLs
-	}
-	return c
-}
-
-func liveByName(v *cluster.View, name string) *cluster.MemberView {
-	for i, m := range v.Members {
-		if m.Name == name {
-			return &v.Members[i]
-		}
-	}
-	return nil
-}
-
-func majorityCluster(cs []Candidate) string {
-	count := map[string]int{}
-	best := ""
-	for _, c := range cs {
-		if c.Rejected != "" || c.ClusterID == "" {
-			continue
-		}
-		count[c.ClusterID]++
-		if best == "" || count[c.ClusterID] > count[best] {
-			best = c.ClusterID
-		}
-	}
-	return best
-}
-
-// rank orders usable candidates: most committed history, then term, then last index.
-func rank(cs []Candidate) []Candidate {
-	var ok []Candidate
-	for _, c := range cs {
-		if c.Rejected == "" {
-			ok = append(ok, c)
-		}
-	}
-	sort.SliceStable(ok, func(i, j int) bool {
-		a, b := ok[i], ok[j]
-		if a.Committed() != b.Committed() {
-			return a.Committed() > b.Committed()
-		}
-		if a.Term != b.Term {
-			return a.Term > b.Term
-		}
-		return a.LastIndex > b.LastIndex
-	})
-	return ok
-}

@@ -27,13 +27,17 @@ func (a *Applier) backupFirst() error {
 		}
 		later = append(later, m)
 	}
+	// The goroutine gets its own list of channels: the map is this goroutine's alone
+	// (ensureBackup deletes from it while copies still run).
 	a.background = map[string]chan error{}
-	for _, m := range later {
-		a.background[m.Name] = make(chan error, 1)
+	done := make([]chan error, len(later))
+	for i, m := range later {
+		done[i] = make(chan error, 1)
+		a.background[m.Name] = done[i]
 	}
 	go func() {
-		for _, m := range later {
-			a.background[m.Name] <- a.backupOne(m, 1) // one file at a time: the survivor is bootstrapping
+		for i, m := range later {
+			done[i] <- a.backupOne(m, 1) // one file at a time: the survivor is bootstrapping
 		}
 	}()
 	if len(later) > 0 {

@@ -6,9 +6,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 	"github.com/etcdmedic/etcdmedic/runtime/staticpod"
+	"github.com/etcdmedic/etcdmedic/runtime/systemd"
 )
 
 // Plan is a recovery, decided once and applied (and re-applied after an interruption) as is.
@@ -27,14 +31,31 @@ type Plan struct {
 	// FromSnapshot, when set, rebuilds the survivor from a snapshot file instead of from its
 	// own data with --force-new-cluster.
 	FromSnapshot *SnapshotSource `json:"fromSnapshot,omitempty"`
-	Steps        []plan.Step     `json:"steps"`
+	// Connection is how apply reaches the members to prove, before each destructive step,
+	// that quorum is still lost (no password is kept).
+	Connection Connection `json:"connection"`
+	// LeftOut are the data dirs given whose members are no longer in the survivor's
+	// membership: the recovery does not touch them.
+	LeftOut []LeftOut   `json:"leftOut,omitempty"`
+	Steps   []plan.Step `json:"steps"`
+}
+
+// LeftOut is a data dir the recovery leaves alone, and why.
+type LeftOut struct {
+	Name    string `json:"name"`
+	DataDir string `json:"dataDir"`
+	Reason  string `json:"reason"`
 }
 
 // PlanMember is one member as the recovery will start it.
 type PlanMember struct {
-	Name       string   `json:"name"`
-	MemberID   string   `json:"memberID"`
-	DataDir    string   `json:"dataDir"`
+	Name     string `json:"name"`
+	MemberID string `json:"memberID"`
+	// DataDir is the real folder (symlinks resolved), where etcdmedic reads, backs up,
+	// quarantines and starts etcd; GivenDataDir is the path as the operator gave it.
+	DataDir      string   `json:"dataDir"`
+	GivenDataDir string   `json:"givenDataDir,omitempty"`
+	Standing     string   `json:"standing"`
 	PeerURLs   []string `json:"peerURLs"`
 	ClientURLs []string `json:"clientURLs"`
 	// Manifest is the member's kubeadm static pod manifest: kubelet runs it, and the recovery
@@ -46,6 +67,12 @@ type PlanMember struct {
 	// KubeadmJoin: the node was (or will be) reset with kubeadm and rejoins with kubeadm join
 	// --control-plane, which adds and promotes its etcd member itself.
 	KubeadmJoin bool `json:"kubeadmJoin,omitempty"`
+	// SystemdUnit runs the member on its node: it is stopped with systemctl stop before the
+	// member is touched, and the recovery runs the member as a local process.
+	SystemdUnit string `json:"systemdUnit,omitempty"`
+	// DiscardUnreadable: the operator accepted that this member's unreadable data is moved
+	// aside without being considered (anything only it had is kept in quarantine only).
+	DiscardUnreadable bool `json:"discardUnreadable,omitempty"`
 }
 
 // PlanOptions are the operator's choices that shape a plan.
@@ -61,6 +88,15 @@ type PlanOptions struct {
 	KubeadmJoin map[string]bool
 	// Snapshot, when set, is restored on the survivor instead of forcing its own data.
 	Snapshot *SnapshotOptions
+	// SystemdUnits are members run by systemd units, by member name.
+	SystemdUnits map[string]string
+	// ReAdd names members out of the survivor's membership (removed) to add back anyway.
+	ReAdd map[string]bool
+	// DiscardUnreadable names members whose data cannot be read, to move aside anyway: the
+	// operator accepts that anything only they had is lost to the cluster (kept in quarantine).
+	DiscardUnreadable map[string]bool
+	// Conn is how plan reached the members; saved without its password.
+	Conn cluster.Conn
 }
 
 // NewPlan turns an assessment into the steps of a recovery.
@@ -96,21 +132,32 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			a.Warnings = append(a.Warnings, fmt.Sprintf("restoring %s (revision %d) loses %d revisions that %s's own data has (revision %d): without --from-snapshot, nothing it has is lost", src.Path, src.Revision, loss, s.Name, s.Revision))
 		}
 	}
+	p.Connection = connectionOf(o.Conn)
 	for _, c := range a.Candidates {
+		if c.OutOfMembership() && !o.ReAdd[c.Name] {
+			p.LeftOut = append(p.LeftOut, LeftOut{Name: c.Name, DataDir: c.DataDir, Reason: fmt.Sprintf("%s in %s's membership: left alone (add it back with --readd %s)", c.Standing, s.Name, c.Name)})
+			continue
+		}
+		if c.OutOfMembership() {
+			a.Warnings = append(a.Warnings, fmt.Sprintf("--readd %s: %s is %s in %s's membership; it is added back, and the cluster grows by one member", c.Name, c.Name, c.Standing, s.Name))
+		}
+		if c.Unreadable && c.Name != s.Name && !o.DiscardUnreadable[c.Name] {
+			return nil, fmt.Errorf("%s's data dir %s cannot be read (%s): etcdmedic does not move aside data it could not assess. Repair or copy it first, or accept that anything only %s has may be lost to the cluster (its data is kept in quarantine) with --discard-unreadable %s", c.Name, c.DataDir, c.Rejected, c.Name, c.Name)
+		}
+		if c.Unreadable && o.DiscardUnreadable[c.Name] {
+			a.Warnings = append(a.Warnings, fmt.Sprintf("--discard-unreadable %s: %s's data (%s) is moved aside without being read; whatever only it had is lost to the cluster, kept in quarantine", c.Name, c.Name, c.Rejected))
+		}
 		if len(c.PeerURLs) == 0 || len(c.ClientURLs) == 0 {
-			// A wiped member: its URLs are in the survivor's membership.
-			for _, m := range s.Membership {
-				if m.Name == c.Name {
-					c.PeerURLs, c.ClientURLs, c.MemberID = m.PeerURLs, m.ClientURLs, m.ID.String()
-				}
-			}
+			fillURLs(&c, &s)
 		}
 		if len(c.PeerURLs) == 0 || len(c.ClientURLs) == 0 {
 			return nil, fmt.Errorf("no peer and client URLs on record for %s (its data dir is unreadable and the survivor's membership has no member of that name)", c.Name)
 		}
-		dir, err := filepath.Abs(c.DataDir)
-		if err != nil {
-			return nil, err
+		dir := c.RealDataDir
+		if dir == "" {
+			if dir, err = filepath.Abs(c.DataDir); err != nil {
+				return nil, err
+			}
 		}
 		if err := checkMemberOptions(o, c.Name, a); err != nil {
 			return nil, err
@@ -120,7 +167,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			if manifest, err = filepath.Abs(manifest); err != nil {
 				return nil, err
 			}
-			if err := (staticpod.Runtime{Manifest: manifest}).Check(dir); err != nil {
+			if err := (staticpod.Runtime{Manifest: manifest}).Check(c.DataDir); err != nil {
 				return nil, fmt.Errorf("--kubeadm-manifest %s: %w", c.Name, err)
 			}
 		}
@@ -128,8 +175,16 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 		if o.KubeadmJoin[c.Name] {
 			style = runbook.Kubeadm
 		}
-		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs,
-			Manifest: manifest, Runbook: style, KubeadmJoin: o.KubeadmJoin[c.Name]})
+		given := ""
+		if c.DataDir != dir {
+			given = c.DataDir
+		}
+		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, GivenDataDir: given, Standing: c.Standing,
+			PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs, Manifest: manifest, Runbook: style, KubeadmJoin: o.KubeadmJoin[c.Name],
+			SystemdUnit: o.SystemdUnits[c.Name], DiscardUnreadable: c.Unreadable && o.DiscardUnreadable[c.Name]})
+	}
+	if err := checkBackupSpace(abs, p.Members); err != nil {
+		return nil, err
 	}
 	// Members whose data is unreadable or wiped still rejoin, at the URLs the survivor's
 	// membership gives them.
@@ -165,6 +220,9 @@ func checkMemberOptions(o PlanOptions, name string, a *Assessment) error {
 	if o.Manifests[name] != "" && (o.Runbook[name] != "" || o.KubeadmJoin[name]) {
 		return fmt.Errorf("member %s: --kubeadm-manifest (etcdmedic edits the manifest) and --runbook/--kubeadm-join (the operator acts) exclude each other", name)
 	}
+	if o.SystemdUnits[name] != "" && (o.Manifests[name] != "" || o.Runbook[name] != "" || o.KubeadmJoin[name]) {
+		return fmt.Errorf("member %s: --systemd-unit and --kubeadm-manifest/--runbook/--kubeadm-join exclude each other", name)
+	}
 	if o.KubeadmJoin[name] && name == a.Survivor {
 		return fmt.Errorf("member %s is the survivor: it is rebuilt in place, not joined again; drop --kubeadm-join %s", name, name)
 	}
@@ -177,7 +235,7 @@ func checkOptionNames(o PlanOptions, a *Assessment) error {
 	for _, c := range a.Candidates {
 		known[c.Name] = true
 	}
-	for _, names := range []map[string]bool{keys(o.Manifests), keys(o.Runbook), o.KubeadmJoin} {
+	for _, names := range []map[string]bool{keys(o.Manifests), keys(o.Runbook), o.KubeadmJoin, keys(o.SystemdUnits), o.ReAdd, o.DiscardUnreadable} {
 		for n := range names {
 			if !known[n] {
 				return fmt.Errorf("no member called %s among the data dirs given (--data-dir NAME=PATH)", n)
@@ -221,4 +279,18 @@ func (p *Plan) Member(name string) PlanMember {
 		}
 	}
 	return PlanMember{}
+}
+
+// Stopper is how Assess stops a member found running, by the plan's options: its static pod,
+// its systemd unit, or the process that holds its data dir.
+func Stopper(o PlanOptions, processes local.Runtime) func(Candidate) runtime.Runtime {
+	return func(c Candidate) runtime.Runtime {
+		switch {
+		case o.Manifests[c.Name] != "":
+			return staticpod.Runtime{Manifest: o.Manifests[c.Name]}
+		case o.SystemdUnits[c.Name] != "":
+			return systemd.Runtime{Unit: o.SystemdUnits[c.Name], Then: processes}
+		}
+		return processes
+	}
 }

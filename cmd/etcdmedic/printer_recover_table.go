@@ -13,12 +13,14 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 	a := p.Assessment
 	fmt.Fprintf(w, "CLUSTER %s: quorum %s\n\nCANDIDATES (the survivor keeps its history; the others lose what it lacks)\n", p.ClusterID, a.Quorum)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMEMBER ID\tCOMMIT\tAPPLIED\tTERM\tLAST INDEX\tREVISION\tSOURCE\tCHOICE")
+	fmt.Fprintln(tw, "NAME\tMEMBER ID\tCOMMIT\tAPPLIED\tTERM\tLAST INDEX\tREVISION\tSTANDING\tFOUND\tCHOICE")
 	for _, c := range a.Candidates {
 		choice := ""
 		switch {
 		case c.Name == p.Survivor:
 			choice = "SURVIVOR"
+		case c.OutOfMembership() && p.Member(c.Name).Name == "":
+			choice = "left alone: not in the survivor's membership"
 		case c.Rejected != "":
 			choice = "rejected: " + c.Rejected
 		case c.AheadIndex > 0 || c.AheadRevision > 0:
@@ -26,9 +28,26 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 		default:
 			choice = fmt.Sprintf("rejoins fresh; it is %d entries, %d revisions behind (nothing lost)", c.IndexGap, c.RevisionGap)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", c.Name, orDash(c.MemberID), c.Commit, c.ConsistentIndex, c.Term, c.LastIndex, c.Revision, c.Source, choice)
+		found := orDash(c.Liveness.State)
+		if c.StoppedByPlan != "" {
+			found += ", stopped by plan"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Name, orDash(c.MemberID), c.Commit, c.ConsistentIndex, c.Term, c.LastIndex, c.Revision, orDash(c.Standing), found, choice)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "\nHOW EACH MEMBER WAS FOUND (quorum is proven lost only by members shown down)")
+	for _, c := range a.Candidates {
+		fmt.Fprintf(w, "  %-12s %s: %s\n", c.Name, orDash(c.Liveness.State), c.Liveness.Evidence)
+		if c.StoppedByPlan != "" {
+			fmt.Fprintf(w, "  %-12s %s; then read from disk\n", "", c.StoppedByPlan)
+		}
+		if c.RealDataDir != "" && c.RealDataDir != c.DataDir {
+			fmt.Fprintf(w, "  %-12s data dir %s is a link to %s: backed up and quarantined there\n", "", c.DataDir, c.RealDataDir)
+		}
+	}
+	for _, l := range p.LeftOut {
+		fmt.Fprintf(w, "LEFT ALONE: %s (%s): %s\n", l.Name, l.DataDir, l.Reason)
+	}
 	for _, warn := range a.Warnings {
 		fmt.Fprintf(w, "WARNING: %s\n", warn)
 	}
@@ -82,6 +101,8 @@ func runtimeOf(m recovery.PlanMember) string {
 		return fmt.Sprintf("printed runbook (%s): you run the commands on the node; each checkpoint is checked over the etcd API", m.Runbook)
 	case m.Manifest != "":
 		return "kubeadm static pod " + m.Manifest + " (moved out of kubelet's folder to stop, edited and put back to start)"
+	case m.SystemdUnit != "":
+		return "systemd unit " + m.SystemdUnit + " (stopped with systemctl stop; the recovery runs it as a local process: hand it back to the unit afterwards)"
 	}
 	return "local process (data dir " + m.DataDir + ")"
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/recovery"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
@@ -54,7 +55,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var dataDirs []string
 	var backupDir, planDir, survivor, etcdCmd string
-	var etcdFlags, manifests, runbooks, kubeadmJoins []string
+	var etcdFlags, manifests, runbooks, kubeadmJoins, units, readds, discards []string
 	var snap recovery.SnapshotOptions
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
@@ -76,16 +77,17 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			if etcdCmd != "" {
 				command = strings.Fields(etcdCmd)
 			}
-			byName := map[string]string{}
-			for _, mf := range manifests {
-				name, path, ok := strings.Cut(mf, "=")
-				if !ok || name == "" || path == "" {
-					return failf("", "--kubeadm-manifest %q: want NAME=PATH", mf)
-				}
-				byName[name] = path
+			byName, err := parsePairs("--kubeadm-manifest", "NAME=PATH", manifests)
+			if err != nil {
+				return err
+			}
+			unitByName, err := parsePairs("--systemd-unit", "NAME=UNIT", units)
+			if err != nil {
+				return err
 			}
 			po := recovery.PlanOptions{BackupDir: backupDir, EtcdCommand: command, EtcdFlags: etcdFlags, Manifests: byName,
-				Runbook: map[string]runbook.Style{}, KubeadmJoin: map[string]bool{}}
+				Runbook: map[string]runbook.Style{}, KubeadmJoin: map[string]bool{}, SystemdUnits: unitByName,
+				ReAdd: setOf(readds), DiscardUnreadable: setOf(discards), Conn: cf.conn}
 			for _, rb := range runbooks {
 				name, style, _ := strings.Cut(rb, "=")
 				if style == "" {
@@ -104,12 +106,23 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			} else if snap.BumpRevision > 0 || snap.MarkCompacted || snap.Etcdutl != "" {
 				return failf("", "--bump-revision, --mark-compacted and --etcdutl go with --from-snapshot FILE")
 			}
-			conn := &cf.conn
-			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
-				conn = nil
+			// plan may stop members and writes the plan dir: one run at a time on them.
+			targets := []string{planDir}
+			for _, m := range members {
+				targets = append(targets, m.DataDir)
 			}
-			a, err := recovery.Assess(cmd.Context(), conn, members, survivor)
-			if errors.Is(err, recovery.ErrNotNeeded) {
+			release, err := runlock.AcquireAll(targets, "recover plan")
+			if err != nil {
+				return lockFailed(err)
+			}
+			defer release()
+			conn := cf.conn
+			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
+				conn.Endpoints = nil // the members' own client URLs are probed
+			}
+			a, err := recovery.Assess(cmd.Context(), members, recovery.AssessOptions{Conn: conn, Survivor: survivor,
+				Stopper: recovery.Stopper(po, local.Runtime{})})
+			if errors.Is(err, recovery.ErrNotNeeded) || errors.Is(err, recovery.ErrCannotTell) {
 				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
 			}
 			if err != nil {
@@ -139,8 +152,32 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().BoolVar(&snap.MarkCompacted, "mark-compacted", false, "with --from-snapshot and --bump-revision: mark the restored revisions compacted, so that watchers and informers relist instead of resuming")
 	cmd.Flags().StringArrayVar(&runbooks, "runbook", nil, "a member on a node etcdmedic cannot act on, as NAME or NAME=process|kubeadm (repeatable): apply prints its commands and waits for you to confirm each checkpoint")
 	cmd.Flags().StringArrayVar(&kubeadmJoins, "kubeadm-join", nil, "a member whose node was reset with kubeadm (repeatable): it rejoins with kubeadm join --control-plane, printed for you to run")
+	cmd.Flags().StringArrayVar(&units, "systemd-unit", nil, "a member run by a systemd unit as NAME=UNIT (repeatable): stopped with systemctl stop before anything is read or changed; the recovery then runs it as a local process")
+	cmd.Flags().StringArrayVar(&readds, "readd", nil, "a member whose data dir is given but who is no longer in the survivor's membership (removed): add it back anyway (repeatable; default: left alone)")
+	cmd.Flags().StringArrayVar(&discards, "discard-unreadable", nil, "a member whose data dir cannot be read: move it aside anyway, accepting that anything only it had is lost to the cluster (kept in quarantine; repeatable)")
 	cmd.Flags().StringArrayVar(&manifests, "kubeadm-manifest", nil, "a member run by kubelet as NAME=PATH of its static pod manifest (repeatable): stopped and started by moving and editing it")
 	return cmd
+}
+
+// parsePairs reads repeated NAME=VALUE flags.
+func parsePairs(flag, want string, specs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range specs {
+		name, value, ok := strings.Cut(s, "=")
+		if !ok || name == "" || value == "" {
+			return nil, failf("", "%s %q: want %s", flag, s, want)
+		}
+		out[name] = value
+	}
+	return out, nil
+}
+
+func setOf(names []string) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out
 }
 
 func parseDataDirs(specs []string) ([]recovery.MemberInput, error) {
@@ -198,6 +235,10 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 				if perr := pr.RecoverApply(cmd.OutOrStdout(), recoverApplyResult{PlanDir: args[0], Report: rep}); perr != nil {
 					return perr
 				}
+			}
+			var held *runlock.HeldError
+			if errors.As(err, &held) {
+				return lockFailed(err)
 			}
 			if errors.Is(err, recovery.ErrStale) {
 				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}

@@ -7,12 +7,14 @@ import (
 	"strings"
 )
 
-// FindProcess finds a running etcd whose --data-dir is dataDir, however it was started (by
-// this runtime, a sandbox, a test harness or by hand), and returns its pid and arguments.
+// FindProcess finds a running etcd on dataDir, however it was started (by this runtime, a
+// sandbox, a test harness, a unit file or by hand), and returns its pid and arguments: the
+// process whose --data-dir (or ETCD_DATA_DIR) is dataDir, behind symlinks too, else a process
+// that holds a file of the data dir open.
 func FindProcess(dataDir string) (int, []string, bool) {
-	want := filepath.Clean(dataDir)
+	want := samePath(dataDir)
 	if pid, err := readPID(dataDir); err == nil && alive(pid) {
-		if args := cmdline(pid); dataDirOf(args) == want {
+		if args := cmdline(pid); want(dataDirOf(pid, args)) {
 			return pid, args, true
 		}
 	}
@@ -26,11 +28,30 @@ func FindProcess(dataDir string) (int, []string, bool) {
 			continue
 		}
 		args := cmdline(pid)
-		if dataDirOf(args) == want && alive(pid) {
+		if len(args) > 0 && want(dataDirOf(pid, args)) && alive(pid) {
 			return pid, args, true
 		}
 	}
+	if pids := Holders(dataDir); len(pids) > 0 {
+		return pids[0], cmdline(pids[0]), true
+	}
 	return 0, nil, false
+}
+
+// samePath matches paths naming dataDir, as written or once symlinks are resolved.
+func samePath(dataDir string) func(string) bool {
+	clean := filepath.Clean(dataDir)
+	real, _ := filepath.EvalSymlinks(clean)
+	return func(p string) bool {
+		if p == "" {
+			return false
+		}
+		if p = filepath.Clean(p); p == clean {
+			return true
+		}
+		r, err := filepath.EvalSymlinks(p)
+		return err == nil && real != "" && r == real
+	}
 }
 
 func cmdline(pid int) []string {
@@ -41,17 +62,40 @@ func cmdline(pid int) []string {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
-// dataDirOf returns the --data-dir of an etcd command line ("" if none).
-func dataDirOf(args []string) string {
+// dataDirOf returns the data dir of an etcd process: its --data-dir flag, else ETCD_DATA_DIR
+// from its environment (distro unit files configure etcd that way); "" if neither.
+func dataDirOf(pid int, args []string) string {
 	for i, a := range args {
 		if v, ok := strings.CutPrefix(a, "--data-dir="); ok {
-			return filepath.Clean(v)
+			return v
 		}
 		if a == "--data-dir" && i+1 < len(args) {
-			return filepath.Clean(args[i+1])
+			return args[i+1]
+		}
+	}
+	if !looksLikeEtcd(args) {
+		return ""
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return ""
+	}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if v, ok := strings.CutPrefix(kv, "ETCD_DATA_DIR="); ok {
+			return v
 		}
 	}
 	return ""
+}
+
+// looksLikeEtcd: only an etcd's environment is read for ETCD_DATA_DIR (a shell that exported
+// it for a child is not the member).
+func looksLikeEtcd(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	base := filepath.Base(args[0])
+	return strings.Contains(base, "etcd") && !strings.Contains(base, "etcdctl") && !strings.Contains(base, "etcdutl")
 }
 
 // HasFlag reports whether a command line carries flag (as --flag or --flag=value).

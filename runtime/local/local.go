@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/runtime"
 )
 
@@ -50,32 +52,58 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	return p.Release()
 }
 
-// Stop sends SIGTERM, waits up to Grace, then SIGKILL.
+// Stop sends SIGTERM to every process on the member's data dir, waits up to Grace, then
+// SIGKILL. The stop is proven by the data dir's own locks (the WAL's and the db's), not by the
+// process table: a member that still holds them is reported, with who holds them now.
 func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
-	pid, _, ok := FindProcess(m.DataDir)
-	if !ok {
-		return nil // not running
+	pids := Holders(m.DataDir)
+	if pid, _, ok := FindProcess(m.DataDir); ok && !slices.Contains(pids, pid) {
+		pids = append(pids, pid)
 	}
 	grace := r.Grace
 	if grace == 0 {
 		grace = 10 * time.Second
 	}
-	syscall.Kill(pid, syscall.SIGTERM)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
 	deadline := time.Now().Add(grace)
-	for alive(pid) && time.Now().Before(deadline) {
+	for anyAlive(pids) && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if alive(pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 100 && alive(pid); i++ {
-			time.Sleep(20 * time.Millisecond)
+	for _, pid := range pids {
+		if alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	return nil
+	for i := 0; i < 100 && anyAlive(pids); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return VerifyStopped(m.DataDir)
+}
+
+// ErrStillRunning means a process holds the data dir after a stop: a supervisor restarted the
+// member, or it runs where no signal of ours reaches.
+var ErrStillRunning = errors.New("the member still runs on its data dir")
+
+// VerifyStopped checks by the data dir's locks that no process runs on it.
+func VerifyStopped(dataDir string) error {
+	if !datadir.RunningOn(dataDir) {
+		return nil
+	}
+	if pids := Holders(dataDir); len(pids) > 0 {
+		p := Describe(pids[0])
+		return fmt.Errorf("%w: pid %d (%s) holds %s; to stop it for good: %s", ErrStillRunning, p.PID, p.Command, dataDir, p.StopHint(dataDir))
+	}
+	return fmt.Errorf("%w: its WAL or db in %s is locked, by no process of this host (another host or container on shared storage?): stop that member first", ErrStillRunning, dataDir)
+}
+
+func anyAlive(pids []int) bool {
+	return slices.ContainsFunc(pids, alive)
 }
 
 func readPID(dataDir string) (int, error) {

@@ -1,0 +1,211 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/etcdmedic/etcdmedic/datadir"
+)
+
+// Candidate is one member considered as the survivor.
+type Candidate struct {
+	Name string `json:"name"`
+	// DataDir is the data dir as given (absolute); RealDataDir the folder it resolves to
+	// through symlinks, where etcdmedic reads, backs up and quarantines.
+	DataDir         string   `json:"dataDir"`
+	RealDataDir     string   `json:"realDataDir"`
+	MemberID        string   `json:"memberID"`
+	ClusterID       string   `json:"clusterID"`
+	Commit          uint64   `json:"commit"`          // HardState.commit
+	ConsistentIndex uint64   `json:"consistentIndex"` // applied to the backend
+	Term            uint64   `json:"term"`
+	LastIndex       uint64   `json:"lastIndex"`
+	Revision        int64    `json:"revision"`
+	PeerURLs        []string `json:"peerURLs"`
+	ClientURLs      []string `json:"clientURLs"`
+	Source          string   `json:"source"` // "data dir", or how it was read
+	// Membership is what this member's data says the members are (to find the URLs of a
+	// member whose own data dir was wiped); Removals the members it marks removed.
+	Membership []datadir.Member        `json:"-"`
+	Removals   map[datadir.ID]string   `json:"-"`
+	Rejected   string                  `json:"rejected,omitempty"`
+	// Unreadable is set when the data dir holds data etcdmedic could not read or trust (as
+	// opposed to none at all): it is never moved aside unless the operator accepts the loss.
+	Unreadable bool `json:"unreadable,omitempty"`
+	// Wiped is set when there is no data at all (a missing or empty data dir).
+	Wiped bool `json:"wiped,omitempty"`
+	// Standing is the member's place in the survivor's membership: "voter", "learner",
+	// "removed at index N", "removed", or "unknown" (not in it).
+	Standing string `json:"standing"`
+	// Liveness is how the member was found, with the evidence; StoppedByPlan says what plan
+	// stopped when the member was running.
+	Liveness      MemberState `json:"liveness"`
+	StoppedByPlan string      `json:"stoppedByPlan,omitempty"`
+	// Loss relative to the chosen survivor: what choosing the survivor costs this member's
+	// history (0 for the survivor itself).
+	IndexGap    uint64 `json:"indexGapToSurvivor"`
+	RevisionGap int64  `json:"revisionGapToSurvivor"`
+	// Ahead is how much more this candidate has than the survivor (non-zero only when the
+	// operator overrode the choice): the data the override loses.
+	AheadIndex    uint64 `json:"aheadOfSurvivorIndex"`
+	AheadRevision int64  `json:"aheadOfSurvivorRevision"`
+	// Running is set while a process holds the data dir (it is read once stopped).
+	Running bool `json:"-"`
+}
+
+// Committed is the history a candidate holds for sure: etcd v3.6 bootstraps from
+// max(HardState.commit, consistent index), since HardState is not always synced.
+func (c Candidate) Committed() uint64 { return max(c.Commit, c.ConsistentIndex) }
+
+// Standings a member can have in the survivor's membership (besides "removed at index N").
+const (
+	StandingVoter   = "voter"
+	StandingLearner = "learner"
+	StandingRemoved = "removed"
+	StandingUnknown = "unknown"
+)
+
+// OutOfMembership reports whether the survivor's membership no longer has (or never had)
+// this member: it is left out of a recovery unless the operator adds it back on purpose.
+func (c Candidate) OutOfMembership() bool {
+	return strings.HasPrefix(c.Standing, StandingRemoved) || c.Standing == StandingUnknown
+}
+
+// readCandidate reads one member's data dir offline (a running member's is locked: it is read
+// once stopped).
+func readCandidate(m MemberInput) Candidate {
+	c := Candidate{Name: m.Name, DataDir: m.DataDir, RealDataDir: m.DataDir, Source: "data dir"}
+	if abs, err := filepath.Abs(m.DataDir); err == nil {
+		c.DataDir, c.RealDataDir = abs, abs
+	}
+	if real, err := filepath.EvalSymlinks(c.DataDir); err == nil {
+		c.RealDataDir = real
+	}
+	if _, err := os.Stat(c.RealDataDir); errors.Is(err, fs.ErrNotExist) {
+		c.Wiped, c.Rejected = true, "its data dir does not exist (wiped)"
+		return c
+	}
+	r, err := datadir.Inspect(c.RealDataDir, datadir.Options{})
+	switch {
+	case errors.Is(err, datadir.ErrLocked):
+		c.Running, c.Source = true, "running: its data dir is locked"
+		c.Rejected = "it runs on its data dir (it is read once stopped)"
+		return c
+	case err != nil:
+		c.Unreadable, c.Rejected = true, err.Error()
+		return c
+	}
+	switch r.Kind {
+	case datadir.KindEmpty:
+		c.Wiped, c.Rejected = true, "its data dir is empty (wiped)"
+		return c
+	case datadir.KindEtcdMember, datadir.KindPDMember:
+	default:
+		c.Unreadable, c.Rejected = true, "not a member data dir: "+r.Kind+" ("+r.KindReason+")"
+		return c
+	}
+	c.MemberID, c.ClusterID = r.Identity.MemberID.String(), r.Identity.ClusterID.String()
+	c.Commit, c.Term, c.LastIndex = r.Raft.HardState.Commit, r.Raft.HardState.Term, r.Raft.LastIndex
+	if r.Backend != nil {
+		c.ConsistentIndex, c.Revision = r.Backend.ConsistentIndex, r.Backend.Revision
+	} else {
+		c.Unreadable, c.Rejected = true, "its db cannot be read: "+r.BackendError
+	}
+	if r.Raft.Tail != nil && r.Raft.Tail.Kind != "torn-write" && r.Raft.Tail.Kind != "truncated" {
+		c.Unreadable, c.Rejected = true, "its WAL is damaged: "+r.Raft.Tail.Detail
+	}
+	if r.Identity.RemovedMarked || !r.Identity.InMembership {
+		c.Rejected = "the member is removed from its own membership (--force-new-cluster would panic: \"removed all voters\")"
+	}
+	c.PeerURLs = r.Identity.PeerURLs
+	c.Membership = r.Membership.V2
+	if len(c.Membership) == 0 {
+		c.Membership = r.Membership.V3
+	}
+	c.Removals = removals(r.Membership)
+	if me := datadir.Find(r.Membership.V3, r.Identity.MemberID); me != nil && len(me.ClientURLs) > 0 {
+		c.ClientURLs = me.ClientURLs
+	} else if me := datadir.Find(r.Membership.V2, r.Identity.MemberID); me != nil {
+		c.ClientURLs = me.ClientURLs
+	}
+	return c
+}
+
+// removals are the members a data dir marks removed, with the raft index of the removal when
+// its WAL still holds it.
+func removals(ms *datadir.Membership) map[datadir.ID]string {
+	out := map[datadir.ID]string{}
+	for _, list := range [][]datadir.ID{ms.V2Removed, ms.V3Removed} {
+		for _, id := range list {
+			out[id] = StandingRemoved
+		}
+	}
+	for _, ch := range ms.Changes {
+		if ch.Kind == datadir.ChangeRemove {
+			out[ch.Member.ID] = fmt.Sprintf("%s at index %d", StandingRemoved, ch.Index)
+		}
+	}
+	return out
+}
+
+// standing is c's place in ref's membership: by member ID when c's data names one, else by
+// name (a wiped member).
+func standing(c Candidate, ref Candidate) string {
+	id, err := datadir.ParseID(c.MemberID)
+	hasID := err == nil && c.MemberID != ""
+	if hasID {
+		if at, ok := ref.Removals[id]; ok {
+			return at
+		}
+	}
+	for _, m := range ref.Membership {
+		if (hasID && m.ID == id) || (!hasID && m.Name == c.Name) {
+			if m.IsLearner {
+				return StandingLearner
+			}
+			return StandingVoter
+		}
+	}
+	return StandingUnknown
+}
+
+func majorityCluster(cs []Candidate) string {
+	count := map[string]int{}
+	best := ""
+	for _, c := range cs {
+		if c.Rejected != "" || c.ClusterID == "" {
+			continue
+		}
+		count[c.ClusterID]++
+		if best == "" || count[c.ClusterID] > count[best] {
+			best = c.ClusterID
+		}
+	}
+	return best
+}
+
+// rank orders usable candidates: most committed history, then term, then last index.
+func rank(cs []Candidate) []Candidate {
+	var ok []Candidate
+	for _, c := range cs {
+		if c.Rejected == "" {
+			ok = append(ok, c)
+		}
+	}
+	sort.SliceStable(ok, func(i, j int) bool {
+		a, b := ok[i], ok[j]
+		if a.Committed() != b.Committed() {
+			return a.Committed() > b.Committed()
+		}
+		if a.Term != b.Term {
+			return a.Term > b.Term
+		}
+		return a.LastIndex > b.LastIndex
+	})
+	return ok
+}

@@ -1,0 +1,158 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// Member states, as a destructive step needs them: only "stopped" is proof that a member
+// takes no part in any quorum.
+const (
+	StateServing = "serving" // answered a status request
+	StateRunning = "running" // a process of this host holds its data dir, and it does not serve
+	StateStopped = "stopped" // nothing listens at its client URLs and nothing holds its data dir
+	StateUnknown = "unknown" // no answer that proves anything: a timeout, a TLS or auth error
+)
+
+// MemberState is one member's liveness with what proves it.
+type MemberState struct {
+	Name     string `json:"name"`
+	Voter    bool   `json:"voter"`
+	State    string `json:"state"`
+	Leader   bool   `json:"knowsLeader,omitempty"`
+	Evidence string `json:"evidence"`
+}
+
+// QuorumCheck is the proof that quorum is lost, or why it cannot be given.
+type QuorumCheck struct {
+	Voters  int           `json:"voters"`
+	Needed  int           `json:"needed"`
+	Members []MemberState `json:"members"`
+}
+
+// ErrCannotTell means some members could not be shown to be down: a destructive step refuses.
+var ErrCannotTell = errors.New("cannot tell whether quorum is lost")
+
+// quorumTarget is one member to check.
+type quorumTarget struct {
+	Name       string
+	DataDir    string // on this host; "" when it is elsewhere
+	ClientURLs []string
+	Voter      bool
+}
+
+// checkQuorumLost proves that fewer voters than a quorum can possibly be up, failing closed: a
+// member counts as down only when nothing listens at its client URLs (connection refused) and
+// no process of this host holds its data dir. A member that serves, runs, or answers with a
+// timeout, a TLS or an authentication error could be part of a quorum. It returns ErrNotNeeded
+// when a quorum of voters serves with a leader, ErrCannotTell when it cannot rule one out.
+func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTarget) (*QuorumCheck, error) {
+	var eps []string
+	for _, t := range targets {
+		eps = append(eps, t.ClientURLs...)
+	}
+	byEndpoint := map[string]*cluster.Probe{}
+	if len(eps) > 0 {
+		for _, p := range cluster.ProbeAll(ctx, conn.To(eps), cluster.ProbeOptions{WithoutQuorum: true}) {
+			byEndpoint[p.Endpoint] = p
+		}
+	}
+	qc := &QuorumCheck{}
+	serving, possible := 0, 0
+	for _, t := range targets {
+		s := memberState(t, byEndpoint)
+		qc.Members = append(qc.Members, s)
+		if !t.Voter {
+			continue
+		}
+		qc.Voters++
+		if s.State == StateServing && s.Leader {
+			serving++
+		}
+		if s.State != StateStopped {
+			possible++
+		}
+	}
+	qc.Needed = qc.Voters/2 + 1
+	switch {
+	case serving >= qc.Needed:
+		return qc, fmt.Errorf("%w: %d of %d voters serve with a leader; replace failed members instead (etcdmedic member replace)", ErrNotNeeded, serving, qc.Voters)
+	case possible >= qc.Needed:
+		return qc, fmt.Errorf("%w: %d of %d voters are not proven down (%s), and %d make a quorum: nothing was changed. Fix the connection settings (--cacert/--cert/--key/--user) if they are wrong, or stop those members, then run again", ErrCannotTell, possible, qc.Voters, qc.notDown(), qc.Needed)
+	}
+	return qc, nil
+}
+
+func (qc *QuorumCheck) notDown() string {
+	var parts []string
+	for _, s := range qc.Members {
+		if s.Voter && s.State != StateStopped {
+			parts = append(parts, fmt.Sprintf("%s %s: %s", s.Name, s.State, s.Evidence))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Stopped lists the members proven down.
+func (qc *QuorumCheck) String() string {
+	var parts []string
+	for _, s := range qc.Members {
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", s.Name, s.State, s.Evidence))
+	}
+	return fmt.Sprintf("%d voters, %d needed: %s", qc.Voters, qc.Needed, strings.Join(parts, ", "))
+}
+
+func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
+	s := MemberState{Name: t.Name, Voter: t.Voter}
+	var errs []string
+	refused := len(t.ClientURLs) > 0
+	for _, u := range t.ClientURLs {
+		p := probes[u]
+		if p == nil {
+			refused = false
+			continue
+		}
+		if p.Reached {
+			s.State, s.Leader = StateServing, p.Status != nil && p.Status.Leader != "0"
+			s.Evidence = fmt.Sprintf("%s answered (leader %s)", u, p.Status.Leader)
+			return s
+		}
+		errs = append(errs, u+": "+p.Error)
+		if p.Error != "connection refused" {
+			refused = false
+		}
+	}
+	if t.DataDir != "" && datadir.RunningOn(t.DataDir) {
+		s.State, s.Evidence = StateRunning, "its data dir is locked"
+		if pids := local.Holders(t.DataDir); len(pids) > 0 {
+			s.Evidence = fmt.Sprintf("its data dir is held by pid %d", pids[0])
+		}
+		return s
+	}
+	if refused {
+		s.State, s.Evidence = StateStopped, strings.Join(errs, ", ")
+		if t.DataDir != "" {
+			s.Evidence += "; its data dir is not locked"
+		}
+		return s
+	}
+	if len(t.ClientURLs) == 0 && t.DataDir != "" {
+		if _, err := os.Stat(t.DataDir); err == nil || errors.Is(err, os.ErrNotExist) {
+			// No URL on record (a wiped member nobody names): its data dir is all there is.
+			s.State, s.Evidence = StateStopped, "no client URL on record; its data dir is not locked"
+			return s
+		}
+	}
+	s.State, s.Evidence = StateUnknown, strings.Join(errs, ", ")
+	if s.Evidence == "" {
+		s.Evidence = "no client URL to ask"
+	}
+	return s
+}
