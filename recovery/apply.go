@@ -148,7 +148,7 @@ func (a *Applier) requireQuorumLost(ctx context.Context) error {
 		targets = append(targets, quorumTarget{Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs,
 			Voter: m.Standing == StandingVoter || m.Standing == ""})
 	}
-	if _, err := checkQuorumLost(ctx, a.conn(), targets); err != nil {
+	if _, err := checkQuorumLost(ctx, a.conn(), targets, nil); err != nil {
 		return fmt.Errorf("%w: %w", ErrStale, err)
 	}
 	return nil
@@ -304,10 +304,20 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 		return err
 	}
 	var files []backup.FileSum
+	var links []backup.Link
 	var total int64
-	if _, err := os.Stat(m.DataDir); err == nil {
+	if err := dataDirPresent(m.DataDir); err == nil {
 		// One read of each file: the checksums are of the bytes written to the copy.
 		if files, total, err = backup.CopyTreeSummed(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable, workers); err != nil {
+			return fmt.Errorf("back up %s: %w", m.DataDir, err)
+		}
+		if _, err := os.Stat(filepath.Join(m.DataDir, "member")); err == nil {
+			// A member's backup without its WAL or its db would "verify" and keep nothing.
+			if err := backup.RequireMemberFiles(files); err != nil {
+				return fmt.Errorf("back up %s: %w", m.DataDir, err)
+			}
+		}
+		if links, err = backup.Links(m.DataDir, datadir.Ignorable); err != nil {
 			return fmt.Errorf("back up %s: %w", m.DataDir, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) { // not there: a wiped member, nothing to keep
@@ -317,7 +327,7 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 	if err := backup.VerifyAgainstSource(filepath.Join(partial, "data"), m.DataDir, files); err != nil {
 		return fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
 	}
-	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Bytes: total, At: time.Now().UTC()}
+	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Links: links, Bytes: total, At: time.Now().UTC()}
 	if m.Manifest != "" {
 		// The static pod manifest the recovery will edit is kept with the data it runs.
 		sums, err := backupStaticPod(m.Manifest, partial)
@@ -342,6 +352,9 @@ type backupManifest struct {
 	Files  []backup.FileSum `json:"files"`
 	Bytes  int64            `json:"bytes"`
 	At     time.Time        `json:"at"`
+	// Links are the symlinks of the data dir (a WAL on its own disk): the copy holds their
+	// targets' files in place of them, and these say how the layout was.
+	Links []backup.Link `json:"links,omitempty"`
 	// StaticPod is the member's kubeadm manifest as it was, copied to static-pod/ beside data/.
 	StaticPod []backup.FileSum `json:"staticPod,omitempty"`
 	// TakenBy is set when the operator archived the data dir on its node (a runbook member):
@@ -481,8 +494,10 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 	if err := local.VerifyStopped(m.DataDir); err != nil {
 		return fmt.Errorf("%s is running on its old data dir: %w", m.Name, err)
 	}
-	if _, err := os.Stat(m.DataDir); errors.Is(err, fs.ErrNotExist) {
+	if err := dataDirPresent(m.DataDir); errors.Is(err, fs.ErrNotExist) {
 		return nil // wiped: nothing to keep
+	} else if err != nil {
+		return err
 	}
 	r, err := datadir.Inspect(m.DataDir, datadir.Options{})
 	switch {
@@ -580,4 +595,19 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+// dataDirPresent is nil for a data dir that is there, fs.ErrNotExist for one that is not (a
+// wiped member), and an error for a link whose target is missing (a disk not mounted), which
+// must never pass for "wiped".
+func dataDirPresent(dir string) error {
+	if _, err := os.Lstat(dir); err != nil {
+		return err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s is a link to a folder that does not exist (a disk not mounted?): %w", dir, backup.ErrDanglingLink)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -64,7 +63,7 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 		a.Candidates = append(a.Candidates, readCandidate(m))
 	}
 	a.settleClusterID()
-	qc, err := checkQuorumLost(ctx, o.Conn, a.quorumTargets(o.Conn.Endpoints))
+	qc, err := checkQuorumLost(ctx, o.Conn, a.quorumTargets(), o.Conn.Endpoints)
 	a.QuorumCheck = qc
 	if err != nil {
 		return a, err
@@ -92,9 +91,9 @@ func (a *Assessment) settleClusterID() {
 	}
 }
 
-// quorumTargets are the given members, every other voter the readable data dirs name (a
-// member left off the command line could still be up), and the endpoints the operator gave.
-func (a *Assessment) quorumTargets(endpoints []string) []quorumTarget {
+// quorumTargets are the given members, and every other voter the readable data dirs name (a
+// member left off the command line could still be up).
+func (a *Assessment) quorumTargets() []quorumTarget {
 	ref := a.membershipReference()
 	var out []quorumTarget
 	named := map[string]bool{}
@@ -113,11 +112,6 @@ func (a *Assessment) quorumTargets(endpoints []string) []quorumTarget {
 			if !named[m.Name] && !m.IsLearner {
 				out = append(out, quorumTarget{Name: nameOrID(m), ClientURLs: m.ClientURLs, Voter: true})
 			}
-		}
-	}
-	for _, ep := range endpoints {
-		if !slices.ContainsFunc(out, func(t quorumTarget) bool { return slices.Contains(t.ClientURLs, ep) }) {
-			out = append(out, quorumTarget{Name: ep, ClientURLs: []string{ep}})
 		}
 	}
 	return out

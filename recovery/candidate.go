@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -86,8 +85,11 @@ func readCandidate(m MemberInput) Candidate {
 	if real, err := filepath.EvalSymlinks(c.DataDir); err == nil {
 		c.RealDataDir = real
 	}
-	if _, err := os.Stat(c.RealDataDir); errors.Is(err, fs.ErrNotExist) {
+	if err := dataDirPresent(c.DataDir); errors.Is(err, fs.ErrNotExist) {
 		c.Wiped, c.Rejected = true, "its data dir does not exist (wiped)"
+		return c
+	} else if err != nil {
+		c.Unreadable, c.Rejected = true, err.Error()
 		return c
 	}
 	r, err := datadir.Inspect(c.RealDataDir, datadir.Options{})

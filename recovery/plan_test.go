@@ -66,3 +66,57 @@ func TestPlanRefusesOptionsThatCannotHold(t *testing.T) {
 		t.Errorf("a data dir of another cluster: %v", err)
 	}
 }
+
+// Membership is never changed silently, and data that could not be read is never moved
+// without the operator's word: one row per situation.
+func TestPlanKeepsTheMembershipAndUnreadableData(t *testing.T) {
+	for name, tt := range map[string]struct {
+		edit     func(a *Assessment)
+		o        PlanOptions
+		want     string // an error, or "" for a plan
+		members  int
+		leftOut  string
+		discards string
+	}{
+		"every member in the membership": {func(a *Assessment) {}, PlanOptions{}, "", 3, "", ""},
+		"m3 removed before the loss": {func(a *Assessment) { a.Candidates[2].Standing = "removed at index 42" },
+			PlanOptions{}, "", 2, "m3", ""},
+		"m3 removed, added back on purpose": {func(a *Assessment) { a.Candidates[2].Standing = "removed at index 42" },
+			PlanOptions{ReAdd: map[string]bool{"m3": true}}, "", 3, "", ""},
+		"m3 unknown to the survivor": {func(a *Assessment) { a.Candidates[2].Standing = StandingUnknown },
+			PlanOptions{}, "", 2, "m3", ""},
+		"m2's db unreadable": {func(a *Assessment) { a.Candidates[1].Unreadable, a.Candidates[1].Rejected = true, "its db cannot be read" },
+			PlanOptions{}, "--discard-unreadable m2", 0, "", ""},
+		"m2's db unreadable, discarded on purpose": {func(a *Assessment) { a.Candidates[1].Unreadable, a.Candidates[1].Rejected = true, "its db cannot be read" },
+			PlanOptions{DiscardUnreadable: map[string]bool{"m2": true}}, "", 3, "", "m2"},
+		"m3 wiped": {func(a *Assessment) { a.Candidates[2].Wiped, a.Candidates[2].Rejected = true, "wiped" },
+			PlanOptions{}, "", 3, "", ""},
+	} {
+		a := assessed(t)
+		for i := range a.Candidates {
+			a.Candidates[i].Standing = StandingVoter
+		}
+		tt.edit(a)
+		tt.o.BackupDir = t.TempDir()
+		p, err := NewPlan(a, tt.o, time.Now())
+		if tt.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s: %v, want %q", name, err, tt.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(p.Members) != tt.members {
+			t.Errorf("%s: %d members in the plan, want %d", name, len(p.Members), tt.members)
+		}
+		if tt.leftOut != "" && (len(p.LeftOut) != 1 || p.LeftOut[0].Name != tt.leftOut) {
+			t.Errorf("%s: left out %+v, want %s", name, p.LeftOut, tt.leftOut)
+		}
+		if tt.discards != "" && !p.Member(tt.discards).DiscardUnreadable {
+			t.Errorf("%s: %s not marked for discarding", name, tt.discards)
+		}
+	}
+}

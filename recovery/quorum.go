@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -53,23 +54,34 @@ type quorumTarget struct {
 // no process of this host holds its data dir. A member that serves, runs, or answers with a
 // timeout, a TLS or an authentication error could be part of a quorum. It returns ErrNotNeeded
 // when a quorum of voters serves with a leader, ErrCannotTell when it cannot rule one out.
-func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTarget) (*QuorumCheck, error) {
-	var eps []string
+func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTarget, endpoints []string) (*QuorumCheck, error) {
+	eps := append([]string{}, endpoints...)
 	for _, t := range targets {
 		eps = append(eps, t.ClientURLs...)
 	}
 	byEndpoint := map[string]*cluster.Probe{}
+	var probes []*cluster.Probe
 	if len(eps) > 0 {
-		for _, p := range cluster.ProbeAll(ctx, conn.To(eps), cluster.ProbeOptions{WithoutQuorum: true}) {
+		probes = cluster.ProbeAll(ctx, conn.To(eps), cluster.ProbeOptions{Discover: true, WithoutQuorum: true})
+		for _, p := range probes {
 			byEndpoint[p.Endpoint] = p
 		}
 	}
+	targets = withListedMembers(targets, probes)
 	qc := &QuorumCheck{}
-	serving, possible := 0, 0
 	for _, t := range targets {
-		s := memberState(t, byEndpoint)
-		qc.Members = append(qc.Members, s)
-		if !t.Voter {
+		qc.Members = append(qc.Members, memberState(t, byEndpoint))
+	}
+	return qc, qc.verdict()
+}
+
+// verdict is nil when fewer voters than a quorum can possibly be up; ErrNotNeeded when a
+// quorum serves with a leader; ErrCannotTell when members not proven down could make one.
+func (qc *QuorumCheck) verdict() error {
+	serving, possible := 0, 0
+	qc.Voters = 0
+	for _, s := range qc.Members {
+		if !s.Voter {
 			continue
 		}
 		qc.Voters++
@@ -83,11 +95,40 @@ func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTar
 	qc.Needed = qc.Voters/2 + 1
 	switch {
 	case serving >= qc.Needed:
-		return qc, fmt.Errorf("%w: %d of %d voters serve with a leader; replace failed members instead (etcdmedic member replace)", ErrNotNeeded, serving, qc.Voters)
+		return fmt.Errorf("%w: %d of %d voters serve with a leader; replace failed members instead (etcdmedic member replace)", ErrNotNeeded, serving, qc.Voters)
 	case possible >= qc.Needed:
-		return qc, fmt.Errorf("%w: %d of %d voters are not proven down (%s), and %d make a quorum: nothing was changed. Fix the connection settings (--cacert/--cert/--key/--user) if they are wrong, or stop those members, then run again", ErrCannotTell, possible, qc.Voters, qc.notDown(), qc.Needed)
+		return fmt.Errorf("%w: %d of %d voters are not proven down (%s), and %d make a quorum: nothing was changed. Fix the connection settings (--cacert/--cert/--key/--user) if they are wrong, or stop those members, then run again", ErrCannotTell, possible, qc.Voters, qc.notDown(), qc.Needed)
 	}
-	return qc, nil
+	return nil
+}
+
+// withListedMembers completes the targets from the member lists that members answered with: the
+// client URLs of a member whose data dir could not be read (it runs), and the voters nobody
+// named (a member left off the command line could be up).
+func withListedMembers(targets []quorumTarget, probes []*cluster.Probe) []quorumTarget {
+	for _, p := range probes {
+		if !p.Reached {
+			continue
+		}
+		for _, m := range p.Members {
+			i := slices.IndexFunc(targets, func(t quorumTarget) bool { return t.Name == m.Name && m.Name != "" })
+			switch {
+			case i >= 0 && len(targets[i].ClientURLs) == 0:
+				targets[i].ClientURLs = m.ClientURLs
+			case i < 0 && !m.IsLearner && !slices.ContainsFunc(targets, func(t quorumTarget) bool { return overlap(t.ClientURLs, m.ClientURLs) }):
+				name := m.Name
+				if name == "" {
+					name = m.ID
+				}
+				targets = append(targets, quorumTarget{Name: name, ClientURLs: m.ClientURLs, Voter: true})
+			}
+		}
+	}
+	return targets
+}
+
+func overlap(a, b []string) bool {
+	return slices.ContainsFunc(a, func(u string) bool { return slices.Contains(b, u) })
 }
 
 func (qc *QuorumCheck) notDown() string {
@@ -100,7 +141,7 @@ func (qc *QuorumCheck) notDown() string {
 	return strings.Join(parts, "; ")
 }
 
-// Stopped lists the members proven down.
+// String says how each member was found.
 func (qc *QuorumCheck) String() string {
 	var parts []string
 	for _, s := range qc.Members {
