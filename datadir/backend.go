@@ -45,11 +45,13 @@ type Alarm struct {
 	Alarm    string `json:"alarm"`
 }
 
-// DeepCheck is what reading the whole db file found.
+// DeepCheck is what reading the whole db file found (CheckPages).
 type DeepCheck struct {
-	SizeInUseBytes int64    `json:"sizeInUseBytes"`
-	Keys           int      `json:"keys"`
+	SizeInUseBytes int64 `json:"sizeInUseBytes"`
+	Keys           int   `json:"keys"`
+	// PageErrors are the first MaxPageErrors problems; PageErrorCount counts them all.
 	PageErrors     []string `json:"pageErrors"`
+	PageErrorCount int      `json:"pageErrorCount"`
 }
 
 // lockWait is how long etcdmedic waits for the db's file lock before concluding that a running
@@ -81,15 +83,20 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("db %s: %w", path, err)
 	}
+	var pages *PageCheck // the deep check's, once made
 	// bbolt maps the file: a page that lies past a damaged file's end faults on access. Turn
 	// such a fault into an error instead of a crash.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			be, err = nil, fmt.Errorf("db %s is damaged: reading it failed (%v)", path, r)
+			be, err = nil, fmt.Errorf("db %s is damaged: reading it failed (%v)%s", path, r, pageProblems(pages))
 		}
 	}()
-	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockWait, PreLoadFreelist: deep})
+	// The freelist is not loaded. etcd stores none (NoFreelistSync), so bbolt would rebuild it
+	// by walking every page in a goroutine of its own: a damaged page there kills the process,
+	// and on a 1 GiB db out of the page cache the walk takes some 20 s. CheckPages counts the
+	// free pages instead.
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockWait})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, ErrLocked
@@ -97,6 +104,18 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 		return nil, fmt.Errorf("open db %s read-only: %w", path, err)
 	}
 	defer db.Close()
+	if deep {
+		// Read under bbolt's shared file lock, which etcd's exclusive lock excludes: the file
+		// does not change underneath.
+		pc, err := CheckPages(path)
+		if err != nil {
+			return nil, err
+		}
+		if pc.loop != "" {
+			return nil, fmt.Errorf("db %s is damaged: a page of its B+tree points back at one of its ancestors (%s), which bbolt would follow forever%s", path, pc.loop, pageProblems(&pc))
+		}
+		pages = &pc
+	}
 	be = &Backend{Path: path, FileBytes: size, PageSize: meta.PageSize, SizeBytes: int64(meta.HighPage) * int64(meta.PageSize), Alarms: []Alarm{}}
 	err = db.View(func(tx *bolt.Tx) error {
 		if err := be.readMeta(tx.Bucket([]byte("meta"))); err != nil {
@@ -116,13 +135,13 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 			v := b.Get([]byte("authEnabled"))
 			be.AuthEnabled = len(v) == 1 && v[0] == 1
 		}
-		if deep {
-			be.Deep = deepCheck(tx, db)
-		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("db %s: %w", path, err)
+		return nil, fmt.Errorf("db %s: %w%s", path, err, pageProblems(pages))
+	}
+	if pages != nil {
+		be.Deep = deepCheck(*pages)
 	}
 	return be, nil
 }
@@ -249,41 +268,21 @@ func (be *Backend) readRevision(b *bolt.Bucket) {
 	}
 }
 
-// deepCheck reads every page: bbolt's consistency check, the number of keys, and the size in
+// deepCheck turns a page check into the report's figures: the number of keys, and the size in
 // use (the db size less its free pages), which etcd reports as "DB SIZE IN USE".
-func deepCheck(tx *bolt.Tx, db *bolt.DB) *DeepCheck {
-	dc := &DeepCheck{PageErrors: []string{}}
-	// Walk every bucket here first: bbolt's checker runs in a goroutine of its own, where a
-	// page pointer past the mapping would crash the process; in this goroutine the fault is
-	// turned into an error (readBackend's SetPanicOnFault and recover).
-	tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-		walkBucket(b, 0)
-		return nil
-	})
-	for err := range tx.Check() {
-		if len(dc.PageErrors) < 20 { // keep reading: the checker stops only when drained
-			dc.PageErrors = append(dc.PageErrors, err.Error())
-		}
+func deepCheck(pc PageCheck) *DeepCheck {
+	return &DeepCheck{
+		SizeInUseBytes: int64(pc.HighWaterMark-uint64(pc.FreePages)) * int64(pc.PageSize),
+		Keys:           pc.BucketKeys["key"],
+		PageErrors:     append([]string{}, pc.Errors...),
+		PageErrorCount: pc.ErrorCount,
 	}
-	if b := tx.Bucket([]byte("key")); b != nil {
-		dc.Keys = b.Stats().KeyN
-	}
-	st := db.Stats()
-	dc.SizeInUseBytes = tx.Size() - int64(st.FreePageN+st.PendingPageN)*int64(db.Info().PageSize)
-	return dc
 }
 
-// walkBucket touches every key and nested bucket of b.
-func walkBucket(b *bolt.Bucket, depth int) {
-	if depth > 16 {
-		return
+// pageProblems is what a page check found, for the error of a db that bbolt failed to read.
+func pageProblems(pc *PageCheck) string {
+	if pc == nil || pc.ErrorCount == 0 {
+		return ""
 	}
-	c := b.Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if v == nil {
-			if nb := b.Bucket(k); nb != nil {
-				walkBucket(nb, depth+1)
-			}
-		}
-	}
+	return fmt.Sprintf("; the page check found %d problem(s), the first: %s", pc.ErrorCount, pc.Errors[0])
 }
