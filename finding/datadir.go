@@ -101,7 +101,7 @@ func backendFindings(r *datadir.Report) []Finding {
 	if be.Deep != nil && len(be.Deep.PageErrors) > 0 {
 		out = append(out, Finding{
 			ID: IDBackendCorrupt, Severity: Critical, Subject: "member/snap/db",
-			Summary:  fmt.Sprintf("The backend's page check found %d problem(s)", len(be.Deep.PageErrors)),
+			Summary:  fmt.Sprintf("The backend's page check found %d problem(s)", max(be.Deep.PageErrorCount, len(be.Deep.PageErrors))),
 			Evidence: []Evidence{{"first problem", be.Deep.PageErrors[0]}},
 			Why:      "A corrupt bbolt file can crash etcd or serve wrong data.",
 			Remedy:   "Replace this member from a healthy one, or restore the cluster from a snapshot; keep this file for analysis.",

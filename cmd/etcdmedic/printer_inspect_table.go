@@ -67,7 +67,7 @@ func (tablePrinter) Inspect(w io.Writer, r inspectResult) error {
 		}
 		row("ALARMS", "%s", alarms)
 		if d := be.Deep; d != nil {
-			row("DB SIZE IN USE", "%s, %d keys, %d page problem(s)", humanize.IBytes(uint64(d.SizeInUseBytes)), d.Keys, len(d.PageErrors))
+			row("DB SIZE IN USE", "%s, %d keys, %d page problem(s)", humanize.IBytes(uint64(d.SizeInUseBytes)), d.Keys, max(d.PageErrorCount, len(d.PageErrors)))
 		}
 	} else if r.BackendError != "" {
 		row("DB", "unreadable: %s", r.BackendError)

@@ -83,23 +83,55 @@ func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
 	for i := 0; i < 100 && anyAlive(pids); i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	return VerifyStopped(m.DataDir)
+	err := VerifyStopped(m.DataDir)
+	var again *StillRunning
+	if errors.As(err, &again) && again.Holder.PID != 0 && !slices.Contains(pids, again.Holder.PID) {
+		again.Restarted = true // not a process we signalled: something started it again
+	}
+	return err
 }
 
-// ErrStillRunning means a process holds the data dir after a stop: a supervisor restarted the
-// member, or it runs where no signal of ours reaches.
+// StillRunning means a process holds the data dir after a stop: a supervisor started the
+// member again, or it runs where no signal of ours reaches.
+type StillRunning struct {
+	DataDir string
+	// Holder is the process holding the data dir (PID 0: none on this host).
+	Holder Process
+	// Restarted is set when the holder is not the process that was stopped.
+	Restarted bool
+}
+
+// ErrStillRunning matches every StillRunning.
 var ErrStillRunning = errors.New("the member still runs on its data dir")
 
-// VerifyStopped checks by the data dir's locks that no process runs on it.
+func (e *StillRunning) Is(target error) bool { return target == ErrStillRunning }
+
+func (e *StillRunning) Error() string {
+	if e.Holder.PID == 0 {
+		return fmt.Sprintf("%v: its WAL or db in %s is locked, by no process of this host (another host, or a container on shared storage?): stop that member first", ErrStillRunning, e.DataDir)
+	}
+	what := "holds"
+	if e.Restarted {
+		what = "was started again and holds"
+	}
+	return fmt.Sprintf("%v: pid %d (%s) %s %s; to stop it for good: %s", ErrStillRunning, e.Holder.PID, e.Holder.Command, what, e.DataDir, e.Holder.StopHint(e.DataDir))
+}
+
+// VerifyStopped checks by the data dir's locks that no process runs on it. A process that
+// holds them is looked for during a second: one just started may not have opened them all.
 func VerifyStopped(dataDir string) error {
-	if !datadir.RunningOn(dataDir) {
-		return nil
+	for i := 0; ; i++ {
+		if !datadir.RunningOn(dataDir) {
+			return nil
+		}
+		if pids := Holders(dataDir); len(pids) > 0 {
+			return &StillRunning{DataDir: dataDir, Holder: Describe(pids[0])}
+		}
+		if i == 10 {
+			return &StillRunning{DataDir: dataDir}
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	if pids := Holders(dataDir); len(pids) > 0 {
-		p := Describe(pids[0])
-		return fmt.Errorf("%w: pid %d (%s) holds %s; to stop it for good: %s", ErrStillRunning, p.PID, p.Command, dataDir, p.StopHint(dataDir))
-	}
-	return fmt.Errorf("%w: its WAL or db in %s is locked, by no process of this host (another host or container on shared storage?): stop that member first", ErrStillRunning, dataDir)
 }
 
 func anyAlive(pids []int) bool {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/runtime"
 )
@@ -34,6 +35,9 @@ func (r Runtime) systemctl() string {
 
 // Stop stops the unit, then the member (whatever still holds its data dir).
 func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
+	// systemd itself gives a unit 90 s to stop (DefaultTimeoutStopSec) before it kills it.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	out, err := exec.CommandContext(ctx, r.systemctl(), "stop", r.Unit).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %v: %s", r.StopCommand(), err, strings.TrimSpace(string(out)))
