@@ -171,3 +171,14 @@ func hasPrefix(files []FileSum, prefix string) bool {
 	}
 	return false
 }
+
+// TreeSize adds up the sizes of the regular files under root, following links as the copies
+// do (a WAL on its own disk counts), each folder once.
+func TreeSize(root string, skip map[string]bool) (int64, error) {
+	var total int64
+	err := walkFollowing(root, skip, func(rel string, info fs.FileInfo) error {
+		total += info.Size()
+		return nil
+	}, nil)
+	return total, err
+}

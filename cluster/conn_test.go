@@ -40,7 +40,7 @@ func TestValidateRefusesHalfAClientCert(t *testing.T) {
 }
 
 func TestEndpointsCompareWithoutScheme(t *testing.T) {
-	if normalizeEndpoint("http://127.0.0.1:2379/") != normalizeEndpoint("127.0.0.1:2379") {
+	if NormalizeEndpoint("http://127.0.0.1:2379/") != NormalizeEndpoint("127.0.0.1:2379") {
 		t.Fatal("same endpoint")
 	}
 	if hp, ok := tcpAddress("https://127.0.0.1:2379"); !ok || hp != "127.0.0.1:2379" {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -21,16 +22,19 @@ import (
 type Probe struct {
 	Endpoint string `json:"endpoint"`
 	// Discovered is true for endpoints learned from a member list, not given by the user.
-	Discovered bool          `json:"discovered"`
-	Reached    bool          `json:"reached"`
-	Error      string        `json:"error,omitempty"`
-	Status     *Status       `json:"status,omitempty"`
-	Members    []Member      `json:"members,omitempty"` // this member's own (serializable) member list
-	Healthy    bool          `json:"healthy"`           // a linearizable read succeeded
-	HealthErr  string        `json:"healthError,omitempty"`
-	Alarms     []Alarm       `json:"alarms,omitempty"`
-	Hash       *Hash         `json:"hash,omitempty"`
-	Took       time.Duration `json:"tookNs"`
+	Discovered bool `json:"discovered"`
+	Reached    bool `json:"reached"`
+	// Refused is set when nothing listens at the endpoint (the TCP connect was refused): the
+	// only answer that proves a member is not serving there.
+	Refused   bool          `json:"refused,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	Status    *Status       `json:"status,omitempty"`
+	Members   []Member      `json:"members,omitempty"` // this member's own (serializable) member list
+	Healthy   bool          `json:"healthy"`           // a linearizable read succeeded
+	HealthErr string        `json:"healthError,omitempty"`
+	Alarms    []Alarm       `json:"alarms,omitempty"`
+	Hash      *Hash         `json:"hash,omitempty"`
+	Took      time.Duration `json:"tookNs"`
 }
 
 // Status is a member's answer to the Status RPC (what `etcdctl endpoint status` shows).
@@ -100,7 +104,7 @@ func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
 	)
 	var launch func(endpoint string, discovered bool)
 	launch = func(endpoint string, discovered bool) {
-		key := normalizeEndpoint(endpoint)
+		key := NormalizeEndpoint(endpoint)
 		mu.Lock()
 		if seen[key] {
 			mu.Unlock()
@@ -139,8 +143,8 @@ func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
 	return probes
 }
 
-// normalizeEndpoint lets "127.0.0.1:2379" and "http://127.0.0.1:2379" count as one endpoint.
-func normalizeEndpoint(ep string) string {
+// NormalizeEndpoint lets "127.0.0.1:2379" and "http://127.0.0.1:2379" count as one endpoint.
+func NormalizeEndpoint(ep string) string {
 	for _, scheme := range []string{"http://", "https://", "unix://", "unixs://"} {
 		ep = strings.TrimPrefix(ep, scheme)
 	}
@@ -155,7 +159,7 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 	// refused" beats waiting out gRPC's retries until the timeout.
 	if hostPort, ok := tcpAddress(p.Endpoint); ok {
 		if err := preflight(ctx, conn, hostPort); err != nil {
-			p.Error = describeErr(ctx, err)
+			p.Error, p.Refused = describeErr(ctx, err), errors.Is(err, syscall.ECONNREFUSED)
 			return
 		}
 	}
@@ -273,7 +277,7 @@ func tcpAddress(ep string) (string, bool) {
 	if u, err := url.Parse(ep); err == nil && u.Host != "" {
 		return u.Host, true
 	}
-	return normalizeEndpoint(ep), true
+	return NormalizeEndpoint(ep), true
 }
 
 // describeErr says what went wrong in the operator's words.

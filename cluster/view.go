@@ -177,7 +177,7 @@ func (v *View) claimed(p *Probe) bool {
 func probeForURLs(probes []*Probe, urls []string) *Probe {
 	for _, p := range probes {
 		for _, u := range urls {
-			if normalizeEndpoint(u) == normalizeEndpoint(p.Endpoint) && !p.Reached {
+			if NormalizeEndpoint(u) == NormalizeEndpoint(p.Endpoint) && !p.Reached {
 				return p
 			}
 		}

@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/backup"
@@ -55,7 +57,7 @@ type Report struct {
 	Took        time.Duration     `json:"tookNs"`
 }
 
-// ErrStale means reality no longer matches the plan; nothing was changed.
+// ErrStale means reality no longer matches the plan; the step that found it changed nothing.
 var ErrStale = errors.New("the plan no longer matches the cluster")
 
 // Apply runs the plan's steps, skipping the ones the journal says are done.
@@ -145,11 +147,32 @@ func (a *Applier) checkReality(ctx context.Context) error {
 func (a *Applier) requireQuorumLost(ctx context.Context) error {
 	var targets []quorumTarget
 	for _, m := range a.Plan.Members {
-		targets = append(targets, quorumTarget{Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs,
-			Voter: m.Standing == StandingVoter || m.Standing == ""})
+		dir := m.DataDir
+		if m.Runbook != "" {
+			dir = "" // on its own node
+		}
+		targets = append(targets, quorumTarget{Name: m.Name, DataDir: dir, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs,
+			Voter: m.Standing == StandingVoter || m.Standing == "", Down: slices.Contains(a.Plan.DeclaredDown, m.Name)})
 	}
 	if _, err := checkQuorumLost(ctx, a.conn(), targets, nil); err != nil {
 		return fmt.Errorf("%w: %w", ErrStale, err)
+	}
+	return nil
+}
+
+// othersStopped proves by their data dirs' locks that no local member other than a survivor
+// already started alone runs: whatever runtime stopped them, and whatever started one again.
+func (a *Applier) othersStopped() error {
+	for _, m := range a.Plan.Members {
+		if m.Runbook != "" {
+			continue // its node is the operator's; its checkpoint was checked over the etcd API
+		}
+		if running, forced := isForced(m); m.Name == a.Plan.Survivor && running && forced {
+			continue
+		}
+		if err := local.VerifyStopped(m.DataDir); err != nil {
+			return fmt.Errorf("%s: %w", m.Name, err)
+		}
 	}
 	return nil
 }
@@ -219,7 +242,15 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	p := a.Plan
 	survivor := p.Member(p.Survivor)
 	switch s.ID {
-	case "stop-all", "force-new-cluster", "restore-snapshot":
+	case "force-new-cluster", "restore-snapshot":
+		if running, _ := isForced(survivor); running {
+			break // a rerun: this step already started the survivor alone
+		}
+		if err := a.othersStopped(); err != nil {
+			return err
+		}
+		fallthrough
+	case "stop-all":
 		// Destructive: quorum must still be lost, proven now, not when the plan was made.
 		if err := a.requireQuorumLost(ctx); err != nil {
 			return err
@@ -232,7 +263,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 				return fmt.Errorf("stop %s: %w", m.Name, err)
 			}
 		}
-		return nil
+		return a.othersStopped()
 	case s.ID == "backup":
 		return a.backupFirst()
 	case s.ID == "force-new-cluster":
@@ -465,13 +496,6 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 	if m.KubeadmJoin {
 		return a.rejoinByKubeadm(ctx, m, rep)
 	}
-	if m.Runbook != "" {
-		if err := a.operatorQuarantine(m, rep); err != nil {
-			return err
-		}
-	} else if err := a.quarantineOld(m, rep); err != nil {
-		return err
-	}
 	var eps []string
 	for _, o := range a.Plan.Members {
 		if o.Name != m.Name {
@@ -483,9 +507,65 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 		return err
 	}
 	defer cli.Close()
-	j := &member.Joiner{Client: cli, Runtime: a.runtimeFor(m), Out: a.Out, CatchUp: a.Timeout}
+	rt := a.runtimeFor(m)
+	switch live, err := addedMember(ctx, cli, m.PeerURLs); {
+	case err != nil:
+		return err
+	case live != nil && !live.IsLearner && live.Name != "":
+		a.say("%s already rejoined and was promoted (by a run interrupted before it could record it)", m.Name)
+		return nil
+	case live != nil && m.Runbook == "" && local.VerifyStopped(m.DataDir) != nil:
+		// Started as a learner by a run interrupted while it caught up: its data dir is the new
+		// member's, not old data. Go on from there.
+		a.say("%s runs as the learner an interrupted run started: waiting for it to catch up", m.Name)
+		rt = alreadyStarted{rt}
+	case m.Runbook != "":
+		if err := a.operatorQuarantine(m, rep); err != nil {
+			return err
+		}
+	default:
+		if err := a.quarantineOld(m, rep); err != nil {
+			return err
+		}
+	}
+	j := &member.Joiner{Client: cli, Runtime: crashpointAfterStart{rt, "rejoin:" + m.Name + ":started"}, Out: a.Out, CatchUp: a.Timeout}
 	_, err = j.Join(ctx, member.JoinSpec{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, DataDir: m.DataDir, ExtraFlags: a.Plan.EtcdFlags})
 	return err
+}
+
+// addedMember is the member of the rebuilt cluster with these peer URLs (added by this
+// recovery: the forced survivor was left alone), or nil.
+func addedMember(ctx context.Context, cli *clientv3.Client, peerURLs []string) (*etcdserverpb.Member, error) {
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("member list: %w", err)
+	}
+	for _, m := range list.Members {
+		if slices.ContainsFunc(m.PeerURLs, func(u string) bool { return slices.Contains(peerURLs, u) }) {
+			return m, nil
+		}
+	}
+	return nil, nil
+}
+
+// alreadyStarted is a runtime whose member runs already: Start has nothing to do.
+type alreadyStarted struct{ runtime.Runtime }
+
+func (alreadyStarted) Start(context.Context, runtime.MemberSpec) error { return nil }
+
+// crashpointAfterStart lets the crash tests interrupt a rejoin right after the member started,
+// while it catches up as a learner.
+type crashpointAfterStart struct {
+	runtime.Runtime
+	point string
+}
+
+func (c crashpointAfterStart) Start(ctx context.Context, m runtime.MemberSpec) error {
+	if err := c.Runtime.Start(ctx, m); err != nil {
+		return err
+	}
+	plan.Crashpoint(c.point)
+	return nil
 }
 
 // quarantineOld moves a rejoining member's old data aside (never deleted), unless there is

@@ -49,6 +49,12 @@ type AssessOptions struct {
 	// Settle is how long a member stopped by Assess is watched for a supervisor starting it
 	// again (default 2 s).
 	Settle time.Duration
+	// Down names members the operator declares down for good (powered off, fenced): a member
+	// that does not answer at all cannot be proven down otherwise.
+	Down map[string]bool
+	// FromSnapshot: the survivor is rebuilt from a snapshot, so a candidate's damaged pages do
+	// not disqualify it (its data is replaced; its URLs and membership are what is used).
+	FromSnapshot bool
 }
 
 // Assess reads every member's data dir, proves quorum lost (failing closed), stops the members
@@ -63,7 +69,7 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 		a.Candidates = append(a.Candidates, readCandidate(m))
 	}
 	a.settleClusterID()
-	qc, err := checkQuorumLost(ctx, o.Conn, a.quorumTargets(), o.Conn.Endpoints)
+	qc, err := checkQuorumLost(ctx, o.Conn, a.quorumTargets(o.Down), o.Conn.Endpoints)
 	a.QuorumCheck = qc
 	if err != nil {
 		return a, err
@@ -77,7 +83,7 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 	if err := a.stopRunning(ctx, o); err != nil {
 		return a, err
 	}
-	return a, a.choose(o.Survivor)
+	return a, a.choose(o.Survivor, !o.FromSnapshot)
 }
 
 // settleClusterID takes the cluster most data dirs belong to, and rejects the others.
@@ -93,7 +99,7 @@ func (a *Assessment) settleClusterID() {
 
 // quorumTargets are the given members, and every other voter the readable data dirs name (a
 // member left off the command line could still be up).
-func (a *Assessment) quorumTargets() []quorumTarget {
+func (a *Assessment) quorumTargets(down map[string]bool) []quorumTarget {
 	ref := a.membershipReference()
 	var out []quorumTarget
 	named := map[string]bool{}
@@ -104,13 +110,13 @@ func (a *Assessment) quorumTargets() []quorumTarget {
 		if ref != nil && (c.MemberID != "" || c.Wiped) {
 			voter = standing(*c, *ref) == StandingVoter
 		}
-		out = append(out, quorumTarget{Name: c.Name, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, Voter: voter})
+		out = append(out, quorumTarget{Name: c.Name, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, PeerURLs: c.PeerURLs, Voter: voter, Down: down[c.Name]})
 		named[c.Name] = true
 	}
 	if ref != nil {
 		for _, m := range ref.Membership {
 			if !named[m.Name] && !m.IsLearner {
-				out = append(out, quorumTarget{Name: nameOrID(m), ClientURLs: m.ClientURLs, Voter: true})
+				out = append(out, quorumTarget{Name: nameOrID(m), ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true, Down: down[m.Name]})
 			}
 		}
 	}
@@ -195,6 +201,10 @@ func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) error {
 	for _, i := range stopped {
 		c := &a.Candidates[i]
 		if err := local.VerifyStopped(c.RealDataDir); err != nil {
+			var again *local.StillRunning
+			if errors.As(err, &again) {
+				again.Restarted = true // it was stopped: whoever holds it now started it again
+			}
 			return fmt.Errorf("%s was stopped and started again (by its supervisor?): %w; then plan again (nothing else was changed)", c.Name, err)
 		}
 		again := readCandidate(MemberInput{Name: c.Name, DataDir: c.DataDir})
@@ -208,7 +218,7 @@ func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) error {
 
 // choose ranks the usable candidates, checks the best one whole and takes it (or the
 // operator's --survivor), and states what the choice costs every other member.
-func (a *Assessment) choose(survivor string) error {
+func (a *Assessment) choose(survivor string, checkPages bool) error {
 	for {
 		ranked := rank(a.Candidates)
 		if len(ranked) == 0 {
@@ -225,7 +235,9 @@ func (a *Assessment) choose(survivor string) error {
 		if c.Rejected != "" {
 			return fmt.Errorf("--survivor %s cannot be used: %s", survivor, c.Rejected)
 		}
-		if problem := checkWhole(c.RealDataDir); problem != "" {
+		if !checkPages {
+			// Rebuilt from a snapshot: the survivor's own data is quarantined, not used.
+		} else if problem := checkWhole(c.RealDataDir); problem != "" {
 			c.Rejected, c.Unreadable = problem, true
 			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has the most history, but %s: it cannot be the survivor", c.Name, problem))
 			continue

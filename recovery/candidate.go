@@ -30,9 +30,9 @@ type Candidate struct {
 	Source          string   `json:"source"` // "data dir", or how it was read
 	// Membership is what this member's data says the members are (to find the URLs of a
 	// member whose own data dir was wiped); Removals the members it marks removed.
-	Membership []datadir.Member        `json:"-"`
-	Removals   map[datadir.ID]string   `json:"-"`
-	Rejected   string                  `json:"rejected,omitempty"`
+	Membership []datadir.Member      `json:"-"`
+	Removals   map[datadir.ID]string `json:"-"`
+	Rejected   string                `json:"rejected,omitempty"`
 	// Unreadable is set when the data dir holds data etcdmedic could not read or trust (as
 	// opposed to none at all): it is never moved aside unless the operator accepts the loss.
 	Unreadable bool `json:"unreadable,omitempty"`

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,8 +23,19 @@ type Connection struct {
 // connectionOf keeps what may be written down of c.
 func connectionOf(c cluster.Conn) Connection {
 	user, _, _ := strings.Cut(c.User, ":") // etcdctl's --user NAME:PASSWORD
-	return Connection{CACert: c.CACert, Cert: c.Cert, Key: c.Key, InsecureSkipVerify: c.InsecureSkipVerify, User: user,
+	return Connection{CACert: absolute(c.CACert), Cert: absolute(c.Cert), Key: absolute(c.Key), InsecureSkipVerify: c.InsecureSkipVerify, User: user,
 		DialTimeout: c.DialTimeout, CommandTimeout: c.CommandTimeout}
+}
+
+// absolute: apply may run from another folder than plan.
+func absolute(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // with fills the settings the operator did not give to apply from the plan's.

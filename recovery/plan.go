@@ -3,7 +3,9 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -34,6 +36,9 @@ type Plan struct {
 	// Connection is how apply reaches the members to prove, before each destructive step,
 	// that quorum is still lost (no password is kept).
 	Connection Connection `json:"connection"`
+	// DeclaredDown are the members the operator declared down for good (--down): they count as
+	// stopped when they do not answer, at plan and before every destructive step.
+	DeclaredDown []string `json:"declaredDown,omitempty"`
 	// LeftOut are the data dirs given whose members are no longer in the survivor's
 	// membership: the recovery does not touch them.
 	LeftOut []LeftOut   `json:"leftOut,omitempty"`
@@ -56,8 +61,8 @@ type PlanMember struct {
 	DataDir      string   `json:"dataDir"`
 	GivenDataDir string   `json:"givenDataDir,omitempty"`
 	Standing     string   `json:"standing"`
-	PeerURLs   []string `json:"peerURLs"`
-	ClientURLs []string `json:"clientURLs"`
+	PeerURLs     []string `json:"peerURLs"`
+	ClientURLs   []string `json:"clientURLs"`
 	// Manifest is the member's kubeadm static pod manifest: kubelet runs it, and the recovery
 	// stops and starts it by moving and editing that file. Empty: a local process.
 	Manifest string `json:"manifest,omitempty"`
@@ -97,6 +102,8 @@ type PlanOptions struct {
 	DiscardUnreadable map[string]bool
 	// Conn is how plan reached the members; saved without its password.
 	Conn cluster.Conn
+	// Down names members declared down for good by the operator.
+	Down map[string]bool
 }
 
 // NewPlan turns an assessment into the steps of a recovery.
@@ -133,6 +140,16 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 		}
 	}
 	p.Connection = connectionOf(o.Conn)
+	for name := range o.Down {
+		p.DeclaredDown = append(p.DeclaredDown, name)
+	}
+	sort.Strings(p.DeclaredDown)
+	if err := checkEveryVoterGiven(a, s); err != nil {
+		return nil, err
+	}
+	if err := checkFreshBackupDir(abs); err != nil {
+		return nil, err
+	}
 	for _, c := range a.Candidates {
 		if c.OutOfMembership() && !o.ReAdd[c.Name] {
 			p.LeftOut = append(p.LeftOut, LeftOut{Name: c.Name, DataDir: c.DataDir, Reason: fmt.Sprintf("%s in %s's membership: left alone (add it back with --readd %s)", c.Standing, s.Name, c.Name)})
@@ -154,6 +171,9 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			return nil, fmt.Errorf("no peer and client URLs on record for %s (its data dir is unreadable and the survivor's membership has no member of that name)", c.Name)
 		}
 		dir := c.RealDataDir
+		if o.Runbook[c.Name] != "" || o.KubeadmJoin[c.Name] {
+			dir = c.DataDir // on another node: its path as given there, never resolved through this host's links
+		}
 		if dir == "" {
 			if dir, err = filepath.Abs(c.DataDir); err != nil {
 				return nil, err
@@ -215,6 +235,29 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	return p, nil
 }
 
+// checkEveryVoterGiven refuses a plan that leaves out a voter of the survivor's membership: its
+// history would never be read, it could not be proven down before each destructive step, and
+// --force-new-cluster would drop it from the membership without a word.
+func checkEveryVoterGiven(a *Assessment, s Candidate) error {
+	for _, m := range s.Membership {
+		if m.IsLearner || a.find(m.Name) != nil {
+			continue
+		}
+		return fmt.Errorf("%s is a voter in %s's membership (member %s, peer URLs %v) but no --data-dir was given for it: give its data dir, as NAME=PATH on its node (a path that does not exist counts as wiped); nothing was changed", nameOrID(m), s.Name, m.ID, m.PeerURLs)
+	}
+	return nil
+}
+
+// checkFreshBackupDir refuses a backup folder that already holds backups: an old copy that
+// verifies against its own manifest must never pass for this recovery's.
+func checkFreshBackupDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--backup-dir %s is not empty (%s, ...): choose a new folder for this recovery's backups, so that no older copy passes for them", dir, ents[0].Name())
+}
+
 // checkMemberOptions refuses options that name no member or contradict each other.
 func checkMemberOptions(o PlanOptions, name string, a *Assessment) error {
 	if o.Manifests[name] != "" && (o.Runbook[name] != "" || o.KubeadmJoin[name]) {
@@ -235,7 +278,7 @@ func checkOptionNames(o PlanOptions, a *Assessment) error {
 	for _, c := range a.Candidates {
 		known[c.Name] = true
 	}
-	for _, names := range []map[string]bool{keys(o.Manifests), keys(o.Runbook), o.KubeadmJoin, keys(o.SystemdUnits), o.ReAdd, o.DiscardUnreadable} {
+	for _, names := range []map[string]bool{keys(o.Manifests), keys(o.Runbook), o.KubeadmJoin, keys(o.SystemdUnits), o.ReAdd, o.DiscardUnreadable, o.Down} {
 		for n := range names {
 			if !known[n] {
 				return fmt.Errorf("no member called %s among the data dirs given (--data-dir NAME=PATH)", n)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
 
@@ -85,12 +86,22 @@ func TestPlanKeepsTheMembershipAndUnreadableData(t *testing.T) {
 			PlanOptions{ReAdd: map[string]bool{"m3": true}}, "", 3, "", ""},
 		"m3 unknown to the survivor": {func(a *Assessment) { a.Candidates[2].Standing = StandingUnknown },
 			PlanOptions{}, "", 2, "m3", ""},
-		"m2's db unreadable": {func(a *Assessment) { a.Candidates[1].Unreadable, a.Candidates[1].Rejected = true, "its db cannot be read" },
+		"m2's db unreadable": {func(a *Assessment) {
+			a.Candidates[1].Unreadable, a.Candidates[1].Rejected = true, "its db cannot be read"
+		},
 			PlanOptions{}, "--discard-unreadable m2", 0, "", ""},
-		"m2's db unreadable, discarded on purpose": {func(a *Assessment) { a.Candidates[1].Unreadable, a.Candidates[1].Rejected = true, "its db cannot be read" },
+		"m2's db unreadable, discarded on purpose": {func(a *Assessment) {
+			a.Candidates[1].Unreadable, a.Candidates[1].Rejected = true, "its db cannot be read"
+		},
 			PlanOptions{DiscardUnreadable: map[string]bool{"m2": true}}, "", 3, "", "m2"},
 		"m3 wiped": {func(a *Assessment) { a.Candidates[2].Wiped, a.Candidates[2].Rejected = true, "wiped" },
 			PlanOptions{}, "", 3, "", ""},
+		"a voter left off the command line": {func(a *Assessment) {
+			a.Candidates[0].Membership = []datadir.Member{{ID: 1, Name: "m1"}, {ID: 2, Name: "m2"}, {ID: 3, Name: "m3"}, {ID: 4, Name: "m4"}}
+		}, PlanOptions{}, "m4 is a voter in m1's membership", 0, "", ""},
+		"a learner left off the command line": {func(a *Assessment) {
+			a.Candidates[0].Membership = []datadir.Member{{ID: 1, Name: "m1"}, {ID: 4, Name: "m4", IsLearner: true}}
+		}, PlanOptions{}, "", 3, "", ""},
 	} {
 		a := assessed(t)
 		for i := range a.Candidates {
@@ -118,5 +129,14 @@ func TestPlanKeepsTheMembershipAndUnreadableData(t *testing.T) {
 		if tt.discards != "" && !p.Member(tt.discards).DiscardUnreadable {
 			t.Errorf("%s: %s not marked for discarding", name, tt.discards)
 		}
+	}
+}
+
+// An old backup folder must never pass for this recovery's backups.
+func TestPlanRefusesABackupFolderInUse(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "m1", "data"), 0o700)
+	if _, err := NewPlan(assessed(t), PlanOptions{BackupDir: dir}, time.Now()); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("a backup folder holding m1's old backup: %v", err)
 	}
 }

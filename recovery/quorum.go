@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -44,9 +47,13 @@ var ErrCannotTell = errors.New("cannot tell whether quorum is lost")
 // quorumTarget is one member to check.
 type quorumTarget struct {
 	Name       string
-	DataDir    string // on this host; "" when it is elsewhere
+	DataDir    string // on this host; "" when it is elsewhere (a runbook member's node)
 	ClientURLs []string
+	PeerURLs   []string
 	Voter      bool
+	// Down: the operator declared it down for good (powered off, fenced): a member that does
+	// not answer then counts as stopped, unless it serves or holds its data dir here.
+	Down bool
 }
 
 // checkQuorumLost proves that fewer voters than a quorum can possibly be up, failing closed: a
@@ -64,7 +71,7 @@ func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTar
 	if len(eps) > 0 {
 		probes = cluster.ProbeAll(ctx, conn.To(eps), cluster.ProbeOptions{Discover: true, WithoutQuorum: true})
 		for _, p := range probes {
-			byEndpoint[p.Endpoint] = p
+			byEndpoint[cluster.NormalizeEndpoint(p.Endpoint)] = p
 		}
 	}
 	targets = withListedMembers(targets, probes)
@@ -94,6 +101,8 @@ func (qc *QuorumCheck) verdict() error {
 	}
 	qc.Needed = qc.Voters/2 + 1
 	switch {
+	case qc.Voters == 0:
+		return fmt.Errorf("%w: no voter is known (no data dir could be read, and no member answered with its member list)", ErrCannotTell)
 	case serving >= qc.Needed:
 		return fmt.Errorf("%w: %d of %d voters serve with a leader; replace failed members instead (etcdmedic member replace)", ErrNotNeeded, serving, qc.Voters)
 	case possible >= qc.Needed:
@@ -155,7 +164,7 @@ func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
 	var errs []string
 	refused := len(t.ClientURLs) > 0
 	for _, u := range t.ClientURLs {
-		p := probes[u]
+		p := probes[cluster.NormalizeEndpoint(u)]
 		if p == nil {
 			refused = false
 			continue
@@ -166,9 +175,7 @@ func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
 			return s
 		}
 		errs = append(errs, u+": "+p.Error)
-		if p.Error != "connection refused" {
-			refused = false
-		}
+		refused = refused && p.Refused
 	}
 	if t.DataDir != "" && datadir.RunningOn(t.DataDir) {
 		s.State, s.Evidence = StateRunning, "its data dir is locked"
@@ -177,8 +184,24 @@ func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
 		}
 		return s
 	}
+	if t.Down {
+		s.State, s.Evidence = StateStopped, "declared down by the operator (--down "+t.Name+")"
+		if len(errs) > 0 {
+			s.Evidence += "; " + strings.Join(errs, ", ")
+		}
+		return s
+	}
 	if refused {
+		// Quorum forms over the peer URLs: a member whose client port is closed to us but whose
+		// peer port answers may still vote.
+		if u, answered := peerAnswers(t.PeerURLs); answered {
+			s.State, s.Evidence = StateUnknown, strings.Join(errs, ", ")+"; but its peer URL "+u+" accepts connections"
+			return s
+		}
 		s.State, s.Evidence = StateStopped, strings.Join(errs, ", ")
+		if len(t.PeerURLs) > 0 {
+			s.Evidence += "; its peer URLs refuse too"
+		}
 		if t.DataDir != "" {
 			s.Evidence += "; its data dir is not locked"
 		}
@@ -195,5 +218,23 @@ func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
 	if s.Evidence == "" {
 		s.Evidence = "no client URL to ask"
 	}
+	s.Evidence += " (a member that does not answer may be powered off: once you are sure it is, and will stay, down, say so with --down " + t.Name + ")"
 	return s
+}
+
+// peerAnswers reports whether any of the peer URLs accepts a TCP connection (or does not
+// refuse one within a second): only a refusal proves nothing listens.
+func peerAnswers(urls []string) (string, bool) {
+	for _, u := range urls {
+		host := cluster.NormalizeEndpoint(u)
+		c, err := net.DialTimeout("tcp", host, time.Second)
+		if err == nil {
+			c.Close()
+			return u, true
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return u, true
+		}
+	}
+	return "", false
 }

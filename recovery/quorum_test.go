@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"errors"
+	"net"
 	"testing"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -28,6 +29,7 @@ func TestQuorumVerdict(t *testing.T) {
 		"quorum back, serving with a leader":                     {[]MemberState{leading, leading, stopped}, ErrNotNeeded},
 		"a learner does not make a quorum":                       {[]MemberState{leading, stopped, stopped, learner}, nil},
 		"five members, two unknown, three down":                  {[]MemberState{unknown, unknown, stopped, stopped, stopped}, nil},
+		"no voter known":                                         {[]MemberState{{State: StateStopped}}, ErrCannotTell},
 		"five members, three timing out":                         {[]MemberState{unknown, unknown, unknown, stopped, stopped}, ErrCannotTell},
 	} {
 		qc := &QuorumCheck{Members: tt.members}
@@ -50,6 +52,8 @@ func TestMemberStateFailsClosed(t *testing.T) {
 		"one URL refused, one timing out": {quorumTarget{ClientURLs: []string{"u1", "u2"}}, []string{"connection refused", "no answer within the command timeout"}, StateUnknown},
 		"no URL, data dir not locked":     {quorumTarget{DataDir: dir}, nil, StateStopped},
 		"no URL, no data dir here":        {quorumTarget{}, nil, StateUnknown},
+		"timing out, declared down":       {quorumTarget{ClientURLs: []string{"u1"}, Down: true}, []string{"no answer within the command timeout"}, StateStopped},
+		"client refused, peer answers":    {quorumTarget{ClientURLs: []string{"u1"}, PeerURLs: []string{"http://" + listening(t)}}, []string{"connection refused"}, StateUnknown},
 	} {
 		got := memberState(tt.target, stubProbes(tt.target.ClientURLs, tt.errs))
 		if got.State != tt.want {
@@ -62,7 +66,17 @@ func TestMemberStateFailsClosed(t *testing.T) {
 func stubProbes(urls, errs []string) map[string]*cluster.Probe {
 	out := map[string]*cluster.Probe{}
 	for i, u := range urls {
-		out[u] = &cluster.Probe{Endpoint: u, Error: errs[i]}
+		out[u] = &cluster.Probe{Endpoint: u, Error: errs[i], Refused: errs[i] == "connection refused"}
 	}
 	return out
+}
+
+// listening is an address something accepts TCP connections on until the test ends.
+func listening(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().String()
 }

@@ -65,6 +65,12 @@ func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, 
 	if r.Kind != datadir.KindDBFile || r.Backend == nil {
 		return nil, fmt.Errorf("--from-snapshot %s is not a snapshot (a bare bbolt db): %s", o.Path, r.KindReason)
 	}
+	// Every member will be rebuilt from it: every page must be sound.
+	if pc, err := datadir.CheckPages(path); err != nil {
+		return nil, fmt.Errorf("--from-snapshot %s: its pages cannot be checked: %w", o.Path, err)
+	} else if len(pc.Errors) > 0 {
+		return nil, fmt.Errorf("--from-snapshot %s has damaged pages (%d problems, first: %s): every member would get them", o.Path, max(pc.ErrorCount, len(pc.Errors)), pc.Errors[0])
+	}
 	etcdutl := o.Etcdutl
 	if etcdutl == "" {
 		etcdutl = "etcdutl"

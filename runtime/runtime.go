@@ -1,5 +1,5 @@
 // Package runtime is how etcdmedic stops, starts and reconfigures a member, whatever runs it:
-// a local process (the sandbox, the tests), and later a kubeadm static pod or a printed runbook.
+// a local process (the sandbox, the tests), a kubeadm static pod, a systemd unit, or a printed runbook.
 package runtime
 
 import "context"

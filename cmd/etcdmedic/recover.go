@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/recovery"
 	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -55,11 +57,11 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var dataDirs []string
 	var backupDir, planDir, survivor, etcdCmd string
-	var etcdFlags, manifests, runbooks, kubeadmJoins, units, readds, discards []string
+	var etcdFlags, manifests, runbooks, kubeadmJoins, units, readds, discards, downs []string
 	var snap recovery.SnapshotOptions
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
-		Short: "Assess a cluster without quorum, choose the survivor, and write the recovery plan (changes nothing)",
+		Short: "Assess a cluster without quorum (stopping members still running on their data dirs), choose the survivor, and write the recovery plan (changes no data)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			members, err := parseDataDirs(dataDirs)
@@ -87,7 +89,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			}
 			po := recovery.PlanOptions{BackupDir: backupDir, EtcdCommand: command, EtcdFlags: etcdFlags, Manifests: byName,
 				Runbook: map[string]runbook.Style{}, KubeadmJoin: map[string]bool{}, SystemdUnits: unitByName,
-				ReAdd: setOf(readds), DiscardUnreadable: setOf(discards), Conn: cf.conn}
+				ReAdd: setOf(readds), DiscardUnreadable: setOf(discards), Conn: cf.conn, Down: setOf(downs)}
 			for _, rb := range runbooks {
 				name, style, _ := strings.Cut(rb, "=")
 				if style == "" {
@@ -121,16 +123,16 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 				conn.Endpoints = nil // the members' own client URLs are probed
 			}
 			a, err := recovery.Assess(cmd.Context(), members, recovery.AssessOptions{Conn: conn, Survivor: survivor,
-				Stopper: recovery.Stopper(po, local.Runtime{})})
+				Stopper: recovery.Stopper(po, local.Runtime{}), Down: po.Down, FromSnapshot: po.Snapshot != nil})
 			if errors.Is(err, recovery.ErrNotNeeded) || errors.Is(err, recovery.ErrCannotTell) {
 				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
 			}
 			if err != nil {
-				return failf("", "%v", err)
+				return failf(stoppedByPlan(a), "%v", err)
 			}
 			p, err := recovery.NewPlan(a, po, time.Now())
 			if err != nil {
-				return failf("", "%v", err)
+				return failf(stoppedByPlan(a), "%v", err)
 			}
 			if err := p.Save(planDir); err != nil {
 				return failf("", "save the plan: %v", err)
@@ -154,9 +156,28 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringArrayVar(&kubeadmJoins, "kubeadm-join", nil, "a member whose node was reset with kubeadm (repeatable): it rejoins with kubeadm join --control-plane, printed for you to run")
 	cmd.Flags().StringArrayVar(&units, "systemd-unit", nil, "a member run by a systemd unit as NAME=UNIT (repeatable): stopped with systemctl stop before anything is read or changed; the recovery then runs it as a local process")
 	cmd.Flags().StringArrayVar(&readds, "readd", nil, "a member whose data dir is given but who is no longer in the survivor's membership (removed): add it back anyway (repeatable; default: left alone)")
+	cmd.Flags().StringArrayVar(&downs, "down", nil, "a member you know to be down for good (its node powered off or fenced), repeatable: a member that does not answer at all cannot be proven down otherwise; recorded in the plan, and it still counts as up if it answers")
 	cmd.Flags().StringArrayVar(&discards, "discard-unreadable", nil, "a member whose data dir cannot be read: move it aside anyway, accepting that anything only it had is lost to the cluster (kept in quarantine; repeatable)")
 	cmd.Flags().StringArrayVar(&manifests, "kubeadm-manifest", nil, "a member run by kubelet as NAME=PATH of its static pod manifest (repeatable): stopped and started by moving and editing it")
 	return cmd
+}
+
+// stoppedByPlan says which members plan stopped before it refused, so that an operator who
+// abandons the recovery knows what to start again ("" when it stopped none).
+func stoppedByPlan(a *recovery.Assessment) string {
+	if a == nil {
+		return ""
+	}
+	var stopped []string
+	for _, c := range a.Candidates {
+		if c.StoppedByPlan != "" {
+			stopped = append(stopped, c.Name+" ("+c.StoppedByPlan+")")
+		}
+	}
+	if len(stopped) == 0 {
+		return ""
+	}
+	return "plan stopped " + strings.Join(stopped, ", ") + ": start them again as they were run if you abandon the recovery"
 }
 
 // parsePairs reads repeated NAME=VALUE flags.
@@ -227,6 +248,15 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
+			// The plan's timeouts hold unless given again here.
+			for _, t := range []struct {
+				flag string
+				d    *time.Duration
+			}{{"dial-timeout", &cf.conn.DialTimeout}, {"command-timeout", &cf.conn.CommandTimeout}} {
+				if !cmd.Flags().Changed(t.flag) && os.Getenv(cluster.EnvVar(t.flag)) == "" {
+					*t.d = 0
+				}
+			}
 			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout,
 				Operator: runbook.NewOperator(cmd.InOrStdin(), cmd.ErrOrStderr())}
 			rep, err := ap.Apply(cmd.Context())
@@ -241,7 +271,11 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 				return lockFailed(err)
 			}
 			if errors.Is(err, recovery.ErrStale) {
-				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
+				hint := "nothing was changed"
+				if rep != nil && len(rep.Timings) > 0 {
+					hint = fmt.Sprintf("the steps above ran; the step that found this changed nothing (journal: %s/journal.jsonl)", args[0])
+				}
+				return &cliError{code: exitCritical, err: err, hint: hint}
 			}
 			if err != nil {
 				return failf(fmt.Sprintf("run etcdmedic recover apply %s --yes again: done steps are skipped (journal: %s/journal.jsonl)", args[0], args[0]), "%v", err)

@@ -63,8 +63,12 @@ func cmdline(pid int) []string {
 }
 
 // dataDirOf returns the data dir of an etcd process: its --data-dir flag, else ETCD_DATA_DIR
-// from its environment (distro unit files configure etcd that way); "" if neither.
+// from its environment (distro unit files configure etcd that way); "" if neither, or if the
+// process is not an etcd (an `etcdmedic guard --data-dir X` is not the member).
 func dataDirOf(pid int, args []string) string {
+	if !looksLikeEtcd(args) {
+		return ""
+	}
 	for i, a := range args {
 		if v, ok := strings.CutPrefix(a, "--data-dir="); ok {
 			return v
@@ -72,9 +76,6 @@ func dataDirOf(pid int, args []string) string {
 		if a == "--data-dir" && i+1 < len(args) {
 			return args[i+1]
 		}
-	}
-	if !looksLikeEtcd(args) {
-		return ""
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
@@ -88,14 +89,20 @@ func dataDirOf(pid int, args []string) string {
 	return ""
 }
 
-// looksLikeEtcd: only an etcd's environment is read for ETCD_DATA_DIR (a shell that exported
-// it for a child is not the member).
+// looksLikeEtcd: an etcd server (etcd, PD's pd-server, or etcdmedic's own `etcdmedic etcd`),
+// not a client or a tool.
 func looksLikeEtcd(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
 	base := filepath.Base(args[0])
-	return strings.Contains(base, "etcd") && !strings.Contains(base, "etcdctl") && !strings.Contains(base, "etcdutl")
+	switch {
+	case strings.Contains(base, "etcdctl"), strings.Contains(base, "etcdutl"):
+		return false
+	case strings.HasPrefix(base, "etcdmedic"):
+		return len(args) > 1 && args[1] == "etcd"
+	}
+	return strings.Contains(base, "etcd") || strings.Contains(base, "pd-server")
 }
 
 // HasFlag reports whether a command line carries flag (as --flag or --flag=value).

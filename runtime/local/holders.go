@@ -43,6 +43,9 @@ func holderPrefixes(dataDir string) []string {
 	return out
 }
 
+// holdsAny reports whether pid has a file under one of the prefixes open for writing: etcd
+// writes its WAL segments and its db; a backup tool, an inspect or a pager only reads them, and
+// must never be taken for the member (and killed as it).
 func holdsAny(pid int, prefixes []string) bool {
 	if len(prefixes) == 0 {
 		return false
@@ -58,9 +61,25 @@ func holdsAny(pid int, prefixes []string) bool {
 			continue
 		}
 		for _, p := range prefixes {
-			if strings.HasPrefix(target, p) {
+			if strings.HasPrefix(target, p) && openForWriting(pid, fd.Name()) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// openForWriting reads the descriptor's open flags from /proc/PID/fdinfo (octal; O_WRONLY 1,
+// O_RDWR 2).
+func openForWriting(pid int, fd string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/fdinfo/" + fd)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "flags:"); ok {
+			flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+			return err == nil && flags&3 != 0
 		}
 	}
 	return false
@@ -103,17 +122,37 @@ func Describe(pid int) Process {
 	return p
 }
 
-var unitPattern = regexp.MustCompile(`/([A-Za-z0-9@_.\\-]+\.service)(?:/|\n|$)`)
+// unitPattern finds a system service in a cgroup path (user@1000.service is a login session,
+// not etcd's unit).
+var unitPattern = regexp.MustCompile(`system\.slice/(?:[^/\n]*/)*?([A-Za-z0-9@_.\\-]+\.service)(?:/|\n|$)`)
 
-// StopHint is the command that stops p for good: its supervisor's, when it has one.
-func (p Process) StopHint(dataDir string) string {
+// knownSupervisors start again what they run.
+var knownSupervisors = []string{"systemd", "kubelet", "containerd-shim", "conmon", "runsv", "s6-supervise", "supervisord", "dockerd", "crio"}
+
+func (p Process) supervised() bool {
+	parent := strings.Fields(p.ParentCommand)
+	if len(parent) == 0 {
+		return false
+	}
+	base := filepath.Base(parent[0])
+	for _, s := range knownSupervisors {
+		if strings.HasPrefix(base, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// StopHint is the command that stops p for good: its supervisor's, when it has one. restarted
+// says that p was started again after a stop, so its parent supervises it whatever its name.
+func (p Process) StopHint(dataDir string, restarted bool) string {
 	switch {
 	case p.Unit != "":
 		return "systemctl stop " + p.Unit
 	case p.Pod:
-		return "move its static pod manifest out of kubelet's folder (mv /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/etcd.yaml.stopped) or give --kubeadm-manifest NAME=PATH"
-	case p.ParentPID > 1:
+		return "let etcdmedic move its static pod manifest out of kubelet's folder: give --kubeadm-manifest NAME=/etc/kubernetes/manifests/etcd.yaml"
+	case p.ParentPID > 1 && (restarted || p.supervised()):
 		return fmt.Sprintf("stop its supervisor first (pid %d: %s), then kill %d", p.ParentPID, p.ParentCommand, p.PID)
 	}
-	return fmt.Sprintf("kill %d (and make sure nothing restarts etcd on %s)", p.PID, dataDir)
+	return fmt.Sprintf("kill %d (and make sure nothing starts etcd on %s again)", p.PID, dataDir)
 }

@@ -114,7 +114,7 @@ func (e *StillRunning) Error() string {
 	if e.Restarted {
 		what = "was started again and holds"
 	}
-	return fmt.Sprintf("%v: pid %d (%s) %s %s; to stop it for good: %s", ErrStillRunning, e.Holder.PID, e.Holder.Command, what, e.DataDir, e.Holder.StopHint(e.DataDir))
+	return fmt.Sprintf("%v: pid %d (%s) %s %s; to stop it for good: %s", ErrStillRunning, e.Holder.PID, e.Holder.Command, what, e.DataDir, e.Holder.StopHint(e.DataDir, e.Restarted))
 }
 
 // VerifyStopped checks by the data dir's locks that no process runs on it. A process that
