@@ -110,13 +110,15 @@ func (a *Assessment) quorumTargets(down map[string]bool) []quorumTarget {
 		if ref != nil && (c.MemberID != "" || c.Wiped) {
 			voter = standing(*c, *ref) == StandingVoter
 		}
-		out = append(out, quorumTarget{Name: c.Name, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, PeerURLs: c.PeerURLs, Voter: voter, Down: down[c.Name]})
-		named[c.Name] = true
+		out = append(out, quorumTarget{Name: c.Name, ID: c.MemberID, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, PeerURLs: c.PeerURLs, Voter: voter, Down: down[c.Name]})
+		named[c.Name], named[c.MemberID] = true, true
 	}
 	if ref != nil {
 		for _, m := range ref.Membership {
-			if !named[m.Name] && !m.IsLearner {
-				out = append(out, quorumTarget{Name: nameOrID(m), ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true, Down: down[m.Name]})
+			// A member that has not published its name yet (or whose name the v2 store lost) is
+			// known by its ID.
+			if !named[m.ID.String()] && (m.Name == "" || !named[m.Name]) && !m.IsLearner {
+				out = append(out, quorumTarget{Name: nameOrID(m), ID: m.ID.String(), ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true, Down: down[m.Name]})
 			}
 		}
 	}

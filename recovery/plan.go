@@ -240,7 +240,10 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 // --force-new-cluster would drop it from the membership without a word.
 func checkEveryVoterGiven(a *Assessment, s Candidate) error {
 	for _, m := range s.Membership {
-		if m.IsLearner || a.find(m.Name) != nil {
+		given := slices.ContainsFunc(a.Candidates, func(c Candidate) bool {
+			return (m.Name != "" && c.Name == m.Name) || c.MemberID == m.ID.String()
+		})
+		if m.IsLearner || given {
 			continue
 		}
 		return fmt.Errorf("%s is a voter in %s's membership (member %s, peer URLs %v) but no --data-dir was given for it: give its data dir, as NAME=PATH on its node (a path that does not exist counts as wiped); nothing was changed", nameOrID(m), s.Name, m.ID, m.PeerURLs)

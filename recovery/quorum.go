@@ -47,6 +47,7 @@ var ErrCannotTell = errors.New("cannot tell whether quorum is lost")
 // quorumTarget is one member to check.
 type quorumTarget struct {
 	Name       string
+	ID         string // the member ID, when known (hex)
 	DataDir    string // on this host; "" when it is elsewhere (a runbook member's node)
 	ClientURLs []string
 	PeerURLs   []string
@@ -120,7 +121,9 @@ func withListedMembers(targets []quorumTarget, probes []*cluster.Probe) []quorum
 			continue
 		}
 		for _, m := range p.Members {
-			i := slices.IndexFunc(targets, func(t quorumTarget) bool { return t.Name == m.Name && m.Name != "" })
+			i := slices.IndexFunc(targets, func(t quorumTarget) bool {
+				return (t.ID != "" && t.ID == m.ID) || (m.Name != "" && t.Name == m.Name)
+			})
 			switch {
 			case i >= 0 && len(targets[i].ClientURLs) == 0:
 				targets[i].ClientURLs = m.ClientURLs
@@ -129,7 +132,7 @@ func withListedMembers(targets []quorumTarget, probes []*cluster.Probe) []quorum
 				if name == "" {
 					name = m.ID
 				}
-				targets = append(targets, quorumTarget{Name: name, ClientURLs: m.ClientURLs, Voter: true})
+				targets = append(targets, quorumTarget{Name: name, ID: m.ID, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true})
 			}
 		}
 	}
