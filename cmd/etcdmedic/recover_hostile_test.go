@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -466,45 +463,18 @@ func TestHostileDamagedPageOnTheBestMember(t *testing.T) {
 	assertEveryFileKept(t, before, backups)
 }
 
-// damageLeftmostKeyPage overwrites the elements of the leftmost leaf under the key bucket's
-// root: a read of the newest revision (down the right edge) does not see it; a page check does.
+// damageLeftmostKeyPage fills the elements of the leftmost leaf under the key bucket's root
+// with 0xff: a read of the newest revision (down the right edge) does not see it; a page check
+// does.
 func damageLeftmostKeyPage(t *testing.T, dbPath string) {
 	t.Helper()
-	var root uint64
-	var pageSize int
-	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pageSize = db.Info().PageSize
-	db.View(func(tx *bolt.Tx) error {
-		root = uint64(tx.Bucket([]byte("key")).Root())
-		return nil
+	damageKeyBucketPage(t, dbPath, func(_ uint64, kids []uint64) (uint64, func([]byte)) {
+		return kids[0], func(p []byte) {
+			for i := 16; i < len(p); i++ {
+				p[i] = 0xff
+			}
+		}
 	})
-	db.Close()
-	f, err := os.OpenFile(dbPath, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	page := make([]byte, pageSize)
-	if _, err := f.ReadAt(page, int64(root)*int64(pageSize)); err != nil {
-		t.Fatal(err)
-	}
-	target := root
-	if flags := binary.LittleEndian.Uint16(page[8:10]); flags == 0x01 { // a branch: its first child
-		target = binary.LittleEndian.Uint64(page[16+8 : 16+16])
-	}
-	garbage := make([]byte, pageSize-16)
-	for i := range garbage {
-		garbage[i] = 0xff
-	}
-	if _, err := f.WriteAt(garbage, int64(target)*int64(pageSize)+16); err != nil {
-		t.Fatal(err)
-	}
-	if target == root {
-		t.Logf("the key bucket's root %d is a leaf: damaged it", root)
-	}
 }
 
 // 8. A member removed before the loss, its data dir still listed: it is not added back
