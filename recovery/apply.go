@@ -135,8 +135,10 @@ func (a *Applier) checkReality(ctx context.Context) error {
 		if r.Identity.ClusterID.String() != p.ClusterID {
 			return fmt.Errorf("%w: %s now holds data of cluster %s, the plan is for %s", ErrStale, m.DataDir, r.Identity.ClusterID, p.ClusterID)
 		}
-		if m.Name == p.Survivor && r.Backend != nil && max(r.Raft.HardState.Commit, r.Backend.ConsistentIndex) < p.Committed {
-			return fmt.Errorf("%w: the survivor %s now has less history (index %d) than when the plan was made (%d)", ErrStale, m.Name, max(r.Raft.HardState.Commit, r.Backend.ConsistentIndex), p.Committed)
+		if m.Name == p.Survivor && r.Backend != nil {
+			if kept := max(r.Raft.LastIndex, r.Raft.HardState.Commit, r.Backend.ConsistentIndex); kept < p.Committed {
+				return fmt.Errorf("%w: the survivor %s now has less history (index %d) than when the plan was made (%d)", ErrStale, m.Name, kept, p.Committed)
+			}
 		}
 	}
 	return a.requireQuorumLost(ctx)
@@ -273,6 +275,15 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		} else if survivor.Runbook != "" && a.servesWrites(ctx, survivor) {
 			a.say("%s already serves writes (started at an earlier checkpoint)", survivor.Name)
 		} else if !running {
+			if survivor.Runbook == "" {
+				before, after, err := commitWholeLog(survivor.DataDir)
+				if err != nil {
+					return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)
+				}
+				if after > before {
+					a.say("%s's whole log committed: commit index %d -> %d (%d entries kept that --force-new-cluster alone would drop)", survivor.Name, before, after, after-before)
+				}
+			}
 			if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor, forcedRunFlags...)); err != nil {
 				return err
 			}

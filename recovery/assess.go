@@ -80,10 +80,41 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 		}
 	}
 	a.Quorum = "lost: " + qc.String()
-	if err := a.stopRunning(ctx, o); err != nil {
+	stopped, err := a.stopRunning(ctx, o)
+	if err != nil {
 		return a, err
 	}
-	return a, a.choose(o.Survivor, !o.FromSnapshot)
+	if err := a.choose(o.Survivor, !o.FromSnapshot); err != nil {
+		return a, err
+	}
+	// The survivor's whole read ran while a supervisor had time to start a stopped member
+	// again: now it must still be stopped, or what was read may already be stale.
+	return a, stopped.stayedStopped(ctx, a)
+}
+
+// stoppedByPlan are the members Assess stopped, watched until settled for a supervisor that
+// starts them again.
+type stoppedByPlan struct {
+	index   []int
+	settled time.Time
+}
+
+func (s stoppedByPlan) stayedStopped(ctx context.Context, a *Assessment) error {
+	if len(s.index) == 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Until(s.settled)):
+	}
+	for _, i := range s.index {
+		c := a.Candidates[i]
+		if err := local.VerifyStopped(c.RealDataDir); err != nil {
+			return fmt.Errorf("%s was stopped and started again (by its supervisor?): %w; then plan again (nothing else was changed)", c.Name, restarted(err))
+		}
+	}
+	return nil
 }
 
 // settleClusterID takes the cluster most data dirs belong to, and rejects the others.
@@ -166,15 +197,15 @@ func fillURLs(c *Candidate, ref *Candidate) {
 // stopRunning stops every member still running on its data dir (a supervisor restarted it
 // while quorum was lost: it holds its data locked and serves nothing), proves by the locks
 // that it stays stopped, and reads its data dir.
-func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) error {
-	var stopped []int
+func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) (stoppedByPlan, error) {
+	var stopped stoppedByPlan
 	for i := range a.Candidates {
 		c := &a.Candidates[i]
 		if !c.Running {
 			continue
 		}
 		if o.Stopper == nil {
-			return fmt.Errorf("%s runs on %s: stop it first, then plan again", c.Name, c.DataDir)
+			return stopped, fmt.Errorf("%s runs on %s: stop it first, then plan again", c.Name, c.DataDir)
 		}
 		how := "stopped"
 		if held := local.Holders(c.RealDataDir); len(held) > 0 {
@@ -182,40 +213,30 @@ func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) error {
 			how = fmt.Sprintf("pid %d (%s) stopped", p.PID, p.Command)
 		}
 		if err := o.Stopper(*c).Stop(ctx, runtime.MemberSpec{Name: c.Name, DataDir: c.RealDataDir}); err != nil {
-			return fmt.Errorf("%s runs on %s and could not be stopped (nothing else was changed): %w", c.Name, c.DataDir, err)
+			return stopped, fmt.Errorf("%s runs on %s and could not be stopped (nothing else was changed): %w", c.Name, c.DataDir, err)
 		}
 		c.StoppedByPlan = how
-		stopped = append(stopped, i)
-	}
-	if len(stopped) == 0 {
-		return nil
+		stopped.index = append(stopped.index, i)
 	}
 	settle := o.Settle
 	if settle == 0 {
 		settle = 2 * time.Second
 	}
-	// A supervisor (systemd's Restart=always, kubelet) starts it again within moments.
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(settle):
-	}
-	for _, i := range stopped {
+	// A supervisor (systemd's Restart=always, kubelet) starts it again within moments: the
+	// stop is checked again once settled (stayedStopped), after the reads.
+	stopped.settled = time.Now().Add(settle)
+	for _, i := range stopped.index {
 		c := &a.Candidates[i]
-		if err := local.VerifyStopped(c.RealDataDir); err != nil {
-			var again *local.StillRunning
-			if errors.As(err, &again) {
-				again.Restarted = true // it was stopped: whoever holds it now started it again
-			}
-			return fmt.Errorf("%s was stopped and started again (by its supervisor?): %w; then plan again (nothing else was changed)", c.Name, err)
-		}
 		again := readCandidate(MemberInput{Name: c.Name, DataDir: c.DataDir})
 		again.Liveness, again.StoppedByPlan = c.Liveness, c.StoppedByPlan
 		again.Source = "data dir, read once plan had stopped the member"
+		if again.Running {
+			return stopped, fmt.Errorf("%s was stopped and started again at once (by its supervisor?): %w; then plan again (nothing else was changed)", c.Name, restarted(local.VerifyStopped(c.RealDataDir)))
+		}
 		*c = again
 	}
 	a.settleClusterID()
-	return nil
+	return stopped, nil
 }
 
 // choose ranks the usable candidates, checks the best one whole and takes it (or the
@@ -254,10 +275,10 @@ func (a *Assessment) choose(survivor string, checkPages bool) error {
 		if c.Rejected != "" || c.Name == s.Name {
 			continue
 		}
-		if c.Committed() < s.Committed() {
-			c.IndexGap = s.Committed() - c.Committed()
+		if c.Kept() < s.Kept() {
+			c.IndexGap = s.Kept() - c.Kept()
 		} else {
-			c.AheadIndex = c.Committed() - s.Committed()
+			c.AheadIndex = c.Kept() - s.Kept()
 		}
 		if c.Revision < s.Revision {
 			c.RevisionGap = s.Revision - c.Revision
@@ -282,3 +303,13 @@ func (a *Assessment) find(name string) *Candidate {
 
 // SurvivorCandidate returns the chosen candidate.
 func (a *Assessment) SurvivorCandidate() Candidate { return *a.find(a.Survivor) }
+
+// restarted marks a member found running after plan stopped it: whoever holds it now started
+// it again, so its parent is a supervisor whatever its name.
+func restarted(err error) error {
+	var again *local.StillRunning
+	if errors.As(err, &again) {
+		again.Restarted = true
+	}
+	return err
+}

@@ -24,6 +24,7 @@ type Candidate struct {
 	ConsistentIndex uint64   `json:"consistentIndex"` // applied to the backend
 	Term            uint64   `json:"term"`
 	LastIndex       uint64   `json:"lastIndex"`
+	LastTerm        uint64   `json:"lastTerm"` // the term of the last entry: with LastIndex, how up to date the log is
 	Revision        int64    `json:"revision"`
 	PeerURLs        []string `json:"peerURLs"`
 	ClientURLs      []string `json:"clientURLs"`
@@ -57,9 +58,17 @@ type Candidate struct {
 	Running bool `json:"-"`
 }
 
-// Committed is the history a candidate holds for sure: etcd v3.6 bootstraps from
+// Committed is the history a candidate knows to be committed: etcd v3.6 bootstraps from
 // max(HardState.commit, consistent index), since HardState is not always synced.
 func (c Candidate) Committed() uint64 { return max(c.Commit, c.ConsistentIndex) }
+
+// Kept is the history a recovery from this candidate keeps: its whole log (see
+// commitWholeLog), never less than what it knows committed.
+func (c Candidate) Kept() uint64 { return max(c.LastIndex, c.Committed()) }
+
+// PastCommit counts the entries of its log beyond what it knows committed: the ones
+// --force-new-cluster alone would drop.
+func (c Candidate) PastCommit() uint64 { return c.Kept() - c.Committed() }
 
 // Standings a member can have in the survivor's membership (besides "removed at index N").
 const (
@@ -112,7 +121,7 @@ func readCandidate(m MemberInput) Candidate {
 		return c
 	}
 	c.MemberID, c.ClusterID = r.Identity.MemberID.String(), r.Identity.ClusterID.String()
-	c.Commit, c.Term, c.LastIndex = r.Raft.HardState.Commit, r.Raft.HardState.Term, r.Raft.LastIndex
+	c.Commit, c.Term, c.LastIndex, c.LastTerm = r.Raft.HardState.Commit, r.Raft.HardState.Term, r.Raft.LastIndex, r.Raft.LastTerm
 	if r.Backend != nil {
 		c.ConsistentIndex, c.Revision = r.Backend.ConsistentIndex, r.Backend.Revision
 	} else {
@@ -191,7 +200,10 @@ func majorityCluster(cs []Candidate) string {
 	return best
 }
 
-// rank orders usable candidates: most committed history, then term, then last index.
+// rank orders usable candidates by Raft's rule for electing a leader: the most up-to-date
+// log first (the term of its last entry, then its last index). Every entry the old cluster
+// committed that reached any survivor is in that log (leader completeness), and a recovery
+// keeps the whole of it. Ties go to the most known-committed history.
 func rank(cs []Candidate) []Candidate {
 	var ok []Candidate
 	for _, c := range cs {
@@ -201,13 +213,13 @@ func rank(cs []Candidate) []Candidate {
 	}
 	sort.SliceStable(ok, func(i, j int) bool {
 		a, b := ok[i], ok[j]
-		if a.Committed() != b.Committed() {
-			return a.Committed() > b.Committed()
+		if a.LastTerm != b.LastTerm {
+			return a.LastTerm > b.LastTerm
 		}
-		if a.Term != b.Term {
-			return a.Term > b.Term
+		if a.Kept() != b.Kept() {
+			return a.Kept() > b.Kept()
 		}
-		return a.LastIndex > b.LastIndex
+		return a.Committed() > b.Committed()
 	})
 	return ok
 }

@@ -28,7 +28,7 @@ type Plan struct {
 	BackupDir   string       `json:"backupDir"`
 	EtcdCommand []string     `json:"etcdCommand,omitempty"` // empty: the etcd linked into etcdmedic
 	EtcdFlags   []string     `json:"etcdFlags,omitempty"`   // extra flags every member starts with
-	Committed   uint64       `json:"survivorCommitted"`
+	Committed   uint64       `json:"survivorCommitted"` // the survivor's whole log, committed before the forced start
 	Revision    int64        `json:"survivorRevision"`
 	Assessment  *Assessment  `json:"assessment"`
 	// FromSnapshot, when set, rebuilds the survivor from a snapshot file instead of from its
@@ -129,7 +129,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	}
 	s := a.SurvivorCandidate()
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), ClusterID: a.ClusterID, Survivor: s.Name, BackupDir: abs,
-		EtcdCommand: etcdCommand, EtcdFlags: etcdFlags, Committed: s.Committed(), Revision: s.Revision, Assessment: a}
+		EtcdCommand: etcdCommand, EtcdFlags: etcdFlags, Committed: s.Kept(), Revision: s.Revision, Assessment: a}
 	if o.Snapshot != nil {
 		src, err := newSnapshotSource(*o.Snapshot, s)
 		if err != nil {
@@ -219,7 +219,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone", s.Name)})
 	} else {
 		p.Steps = append(p.Steps,
-			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster (it keeps every entry up to index %d) and wait until it serves writes", s.Name, s.Committed())},
+			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("commit %s's whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), then start it alone with --force-new-cluster and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)},
 			plan.Step{ID: "restart-clean", Title: fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)})
 	}

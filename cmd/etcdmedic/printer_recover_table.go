@@ -17,8 +17,10 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 	for _, c := range a.Candidates {
 		choice := ""
 		switch {
+		case c.Name == p.Survivor && c.PastCommit() > 0:
+			choice = fmt.Sprintf("SURVIVOR: the most up-to-date log; keeps its %d entries past its commit index", c.PastCommit())
 		case c.Name == p.Survivor:
-			choice = "SURVIVOR"
+			choice = "SURVIVOR: the most up-to-date log"
 		case c.OutOfMembership() && p.Member(c.Name).Name == "":
 			choice = "left alone: not in the survivor's membership"
 		case c.Rejected != "":

@@ -247,8 +247,8 @@ func TestHostileSupervisorRestartsAMember(t *testing.T) {
 	systemctlDouble(t, map[string]string{"etcd-m1.service": pidFile})
 	pr := recoverPlan(t, append(args, "--systemd-unit", "m1=etcd-m1.service")...)
 	s := pr.Plan.Assessment.SurvivorCandidate()
-	if s.Committed() != best {
-		t.Fatalf("survivor %s has %d committed, the best data dir %d", s.Name, s.Committed(), best)
+	if s.Kept() < best {
+		t.Fatalf("survivor %s keeps %d entries, the best data dir knows %d committed", s.Name, s.Kept(), best)
 	}
 	for _, cand := range pr.Plan.Assessment.Candidates {
 		if cand.Name == "m1" && (cand.StoppedByPlan == "" || cand.Liveness.State != recovery.StateRunning) {

@@ -267,12 +267,14 @@ func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &pr); err != nil {
 		t.Fatal(err)
 	}
-	// The survivor holds the most committed history (m3, killed last, may tie with m1 and m2).
+	// The survivor holds the most committed history (m3, killed last, may tie with m1 and m2):
+	// by Raft's rule its log holds every entry any member knows committed, and the recovery
+	// keeps all of its log.
 	var best uint64
 	for _, cand := range pr.Plan.Assessment.Candidates {
 		best = max(best, cand.Committed())
 	}
-	if s := pr.Plan.Survivor; s == "m4" || s == "m5" || pr.Plan.Committed != best {
+	if s := pr.Plan.Survivor; s == "m4" || s == "m5" || pr.Plan.Committed < best {
 		t.Fatalf("survivor %s with %d committed, the most is %d", s, pr.Plan.Committed, best)
 	}
 	for _, cand := range pr.Plan.Assessment.Candidates {
