@@ -28,7 +28,7 @@ type Plan struct {
 	BackupDir   string       `json:"backupDir"`
 	EtcdCommand []string     `json:"etcdCommand,omitempty"` // empty: the etcd linked into etcdmedic
 	EtcdFlags   []string     `json:"etcdFlags,omitempty"`   // extra flags every member starts with
-	Committed   uint64       `json:"survivorCommitted"` // the survivor's whole log, committed before the forced start
+	Committed   uint64       `json:"survivorCommitted"`     // the survivor's whole log, committed before the forced start
 	Revision    int64        `json:"survivorRevision"`
 	Assessment  *Assessment  `json:"assessment"`
 	// FromSnapshot, when set, rebuilds the survivor from a snapshot file instead of from its
