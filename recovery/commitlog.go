@@ -6,6 +6,8 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/etcdmedic/etcdmedic/datadir"
+
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -27,21 +29,20 @@ import (
 func commitWholeLog(dataDir string) (before, after uint64, err error) {
 	lg := zap.NewNop()
 	walDir := filepath.Join(dataDir, "member", "wal")
-	walsnap, err := newestSnapshot(lg, walDir, filepath.Join(dataDir, "member", "snap"))
-	if err != nil {
-		return 0, 0, err
+	r, err := datadir.Inspect(dataDir, datadir.Options{})
+	if err != nil || r.Raft == nil {
+		return 0, 0, fmt.Errorf("read the WAL in %s: %v", walDir, err)
 	}
-	w, last, err := openForAppend(lg, walDir, walsnap)
-	if err != nil {
-		return 0, 0, err
-	}
-	st := w.state
-	before = st.GetCommit()
+	before, last := r.Raft.HardState.Commit, r.Raft.LastIndex
 	if before >= last {
-		return before, before, w.wal.Close()
+		return before, before, nil
 	}
-	st.Commit = &last
-	if err := w.wal.Save(st, nil); err != nil {
+	w, err := openAtTail(lg, walDir, r.Raft.Segments, last)
+	if err != nil {
+		return before, 0, err
+	}
+	w.state.Commit = &last
+	if err := w.wal.Save(w.state, nil); err != nil {
 		w.wal.Close()
 		return before, 0, fmt.Errorf("append the HardState to the WAL in %s: %w", walDir, err)
 	}
@@ -53,19 +54,43 @@ func commitWholeLog(dataDir string) (before, after uint64, err error) {
 	if err := w.wal.Close(); err != nil {
 		return before, 0, err
 	}
-	r, err := wal.OpenForRead(lg, walDir, walsnap)
-	if err != nil {
-		return before, 0, fmt.Errorf("read back the WAL in %s: %w", walDir, err)
+	back, err := datadir.Inspect(dataDir, datadir.Options{})
+	if err != nil || back.Raft == nil {
+		return before, 0, fmt.Errorf("read back the WAL in %s: %v", walDir, err)
 	}
-	defer r.Close()
-	_, back, _, err := r.ReadAll()
-	if err != nil {
-		return before, 0, fmt.Errorf("read back the WAL in %s: %w", walDir, err)
-	}
-	if back.GetCommit() != last {
-		return before, 0, fmt.Errorf("the WAL in %s reads back commit index %d, not the %d written", walDir, back.GetCommit(), last)
+	if back.Raft.HardState.Commit != last || back.Raft.LastIndex != last {
+		return before, 0, fmt.Errorf("the WAL in %s reads back commit index %d and last index %d, not the %d written", walDir, back.Raft.HardState.Commit, back.Raft.LastIndex, last)
 	}
 	return before, last, nil
+}
+
+// openAtTail opens the WAL for appending, reading only its newest segment when that holds the
+// end of the log (a segment starts with the HardState, and etcd reads a 1 GiB WAL in seconds),
+// else all of it from the newest snapshot. Either way the log's last index must be last.
+func openAtTail(lg *zap.Logger, walDir string, segs []datadir.WALSegment, last uint64) (*openedWAL, error) {
+	if n := len(segs); n > 0 {
+		start := segs[n-1].Index
+		w, end, err := openForAppend(lg, walDir, &walpb.Snapshot{Index: &start})
+		if err == nil && end == last {
+			return w, nil
+		}
+		if err == nil {
+			w.wal.Close() // an entry rewritten below the segment's start: read it all
+		}
+	}
+	walsnap, err := newestSnapshot(lg, walDir, filepath.Join(filepath.Dir(walDir), "snap"))
+	if err != nil {
+		return nil, err
+	}
+	w, end, err := openForAppend(lg, walDir, walsnap)
+	if err != nil {
+		return nil, err
+	}
+	if end != last {
+		w.wal.Close()
+		return nil, fmt.Errorf("the WAL in %s ends at index %d read by etcd's wal package, at %d read by etcdmedic: not appending", walDir, end, last)
+	}
+	return w, nil
 }
 
 type openedWAL struct {

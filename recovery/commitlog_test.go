@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 )
 
 // writeLog writes a member's WAL with entries 1..last of term 2, and a HardState committing
@@ -20,7 +22,12 @@ func writeLog(t *testing.T, last, commit uint64) string {
 	if err := os.MkdirAll(filepath.Join(dataDir, "member", "snap"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	w, err := wal.Create(zap.NewNop(), walDir, []byte("metadata"))
+	node, cluster := uint64(1), uint64(2)
+	meta, err := proto.Marshal(&etcdserverpb.Metadata{NodeID: &node, ClusterID: &cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wal.Create(zap.NewNop(), walDir, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
