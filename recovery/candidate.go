@@ -134,10 +134,7 @@ func readCandidate(m MemberInput) Candidate {
 		c.Rejected = "the member is removed from its own membership (--force-new-cluster would panic: \"removed all voters\")"
 	}
 	c.PeerURLs = r.Identity.PeerURLs
-	c.Membership = r.Membership.V2
-	if len(c.Membership) == 0 {
-		c.Membership = r.Membership.V3
-	}
+	c.Membership = withNames(r.Membership.V2, r.Membership.V3)
 	c.Removals = removals(r.Membership)
 	if me := datadir.Find(r.Membership.V3, r.Identity.MemberID); me != nil && len(me.ClientURLs) > 0 {
 		c.ClientURLs = me.ClientURLs
@@ -145,6 +142,27 @@ func readCandidate(m MemberInput) Candidate {
 		c.ClientURLs = me.ClientURLs
 	}
 	return c
+}
+
+// withNames is the v2 store's membership (what etcd v3.5 serves) with the names and client
+// URLs the v3 store holds for members the v2 store has none for: from v3.6 on a member
+// publishes them through the v3 store only. Without a v2 store, the v3 one.
+func withNames(v2, v3 []datadir.Member) []datadir.Member {
+	if len(v2) == 0 {
+		return v3
+	}
+	out := append([]datadir.Member(nil), v2...)
+	for i, m := range out {
+		if v := datadir.Find(v3, m.ID); v != nil {
+			if m.Name == "" {
+				out[i].Name = v.Name
+			}
+			if len(m.ClientURLs) == 0 {
+				out[i].ClientURLs = v.ClientURLs
+			}
+		}
+	}
+	return out
 }
 
 // removals are the members a data dir marks removed, with the raft index of the removal when

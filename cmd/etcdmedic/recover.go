@@ -37,13 +37,18 @@ func newRecoverCommand(opts *globalOptions) *cobra.Command {
   etcdmedic recover plan --data-dir m1=/var/lib/etcd ... --backup-dir /backups --plan-dir /root/recovery
   etcdmedic recover apply /root/recovery --yes
 
-plan reads every member's data dir (and the live status of members still running without
-quorum), confirms quorum is lost, and chooses the survivor: the most committed history
-(max of HardState.commit and the backend's consistent index), then term, then last index. It
-shows every candidate side by side with what choosing the survivor costs it. --survivor
-overrides, with a warning that states the loss.
+plan proves quorum lost (failing closed: a member counts as down only when its client and
+peer URLs refuse connections and nothing here holds its data dir; --down NAME for a node known
+to be off), stops any member still running on its data dir (its process, --kubeadm-manifest,
+--systemd-unit) and watches that it stays stopped, reads every data dir offline, and chooses
+the survivor by Raft's rule: the most up-to-date log (last term, then last index), read whole
+(every WAL record, every db page) before it is taken. It shows every candidate side by side
+with its standing in the survivor's membership and what choosing the survivor costs it.
+--survivor overrides, with a warning that states the loss. A removed member is left alone
+unless --readd; unreadable data is never moved without --discard-unreadable.
 
-apply backs up every data dir (checksummed, verified), starts the survivor alone with
+apply proves again that quorum is lost before every destructive step, backs up every data dir
+(checksummed, verified), commits the survivor's whole log, starts it alone with
 --force-new-cluster, removes any leftover member, restarts it without the flag, then re-adds
 each other member as a learner on a quarantined (never deleted) data dir, promotes it once
 caught up, and verifies: every member up, a leader, equal hashes, no revision lost. Every step
