@@ -195,8 +195,8 @@ func fillURLs(c *Candidate, ref *Candidate) {
 }
 
 // stopRunning stops every member still running on its data dir (a supervisor restarted it
-// while quorum was lost: it holds its data locked and serves nothing), proves by the locks
-// that it stays stopped, and reads its data dir.
+// while quorum was lost: it holds its data locked and serves nothing) and reads its data dir at
+// once; stayedStopped proves by the locks, once settled, that it did not start again.
 func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) (stoppedByPlan, error) {
 	var stopped stoppedByPlan
 	for i := range a.Candidates {

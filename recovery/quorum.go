@@ -58,9 +58,11 @@ type quorumTarget struct {
 }
 
 // checkQuorumLost proves that fewer voters than a quorum can possibly be up, failing closed: a
-// member counts as down only when nothing listens at its client URLs (connection refused) and
-// no process of this host holds its data dir. A member that serves, runs, or answers with a
-// timeout, a TLS or an authentication error could be part of a quorum. It returns ErrNotNeeded
+// member counts as down only when nothing listens at its client URLs nor its peer URLs
+// (connection refused) and no process of this host holds its data dir, or when the operator
+// declared it down (--down) and it neither answers nor holds its data dir here. A member that
+// serves, runs, or answers with a timeout, a TLS or an authentication error could be part of a
+// quorum. It returns ErrNotNeeded
 // when a quorum of voters serves with a leader, ErrCannotTell when it cannot rule one out.
 func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTarget, endpoints []string) (*QuorumCheck, error) {
 	eps := append([]string{}, endpoints...)

@@ -38,6 +38,10 @@ func FindProcess(dataDir string) (int, []string, bool) {
 	return 0, nil, false
 }
 
+// SamePath reports whether a and b name one folder, as written or once symlinks are resolved
+// (a manifest or a unit may name the data dir through a link, a plan by its real path).
+func SamePath(a, b string) bool { return samePath(a)(b) }
+
 // samePath matches paths naming dataDir, as written or once symlinks are resolved.
 func samePath(dataDir string) func(string) bool {
 	clean := filepath.Clean(dataDir)

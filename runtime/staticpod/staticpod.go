@@ -100,7 +100,7 @@ func (r Runtime) load(dataDir string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.Manifest, err)
 	}
-	if dd := flags["data-dir"]; dd != "" && !samePath(dd, dataDir) {
+	if dd := flags["data-dir"]; dd != "" && !local.SamePath(dd, dataDir) {
 		return nil, fmt.Errorf("%s runs etcd on %s, not on %s", r.Manifest, dd, dataDir)
 	}
 	return b, nil
@@ -231,14 +231,4 @@ func writeAtomic(path string, b []byte) error {
 		return err
 	}
 	return backup.SyncDir(filepath.Dir(path))
-}
-
-// samePath: the manifest may name the data dir through a symlink, the plan by its real path.
-func samePath(a, b string) bool {
-	if filepath.Clean(a) == filepath.Clean(b) {
-		return true
-	}
-	ra, errA := filepath.EvalSymlinks(a)
-	rb, errB := filepath.EvalSymlinks(b)
-	return errA == nil && errB == nil && ra == rb
 }
