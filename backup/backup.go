@@ -24,6 +24,9 @@ type FileSum struct {
 	// ModTime is the file's modification time when it was summed: with Size, it tells cheaply
 	// whether the file may have changed since (see Unchanged).
 	ModTime time.Time `json:"modTime,omitzero"`
+	// Linked is set when the backup holds a hard link to the file rather than a copy: a file
+	// its writer never changes in place (a sealed WAL segment), on the same filesystem.
+	Linked bool `json:"linked,omitempty"`
 }
 
 // Checksum lists every regular file under root with its size and sha256, skipping the

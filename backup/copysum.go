@@ -20,6 +20,15 @@ import (
 // not change meanwhile (a stopped member). Links are followed (see walkFollowing): the copy
 // holds the files behind them as plain files and folders; Links lists the links themselves.
 func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileSum, int64, error) {
+	return CopyTreeLinking(src, dst, skip, workers, nil)
+}
+
+// CopyTreeLinking is CopyTreeSummed, except that the files named in sealed (relative to src),
+// files their writer never changes in place, are hard-linked into dst when they are on the same
+// filesystem and readable by their owner only: the link keeps them when the source is removed or
+// renamed, and costs no copy. Each is summed from the file itself and marked Linked, and
+// VerifyAgainstSource checks it is still the same file. Elsewhere they are copied.
+func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed map[string]bool) ([]FileSum, int64, error) {
 	type job struct {
 		rel   string
 		mode  fs.FileMode
@@ -56,7 +65,13 @@ func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileS
 			buf := make([]byte, 1<<20)
 			for i := range next {
 				j := jobs[i]
-				sum, n, err := copySummed(filepath.Join(src, j.rel), filepath.Join(dst, j.rel), j.mode.Perm(), buf)
+				from, to := filepath.Join(src, j.rel), filepath.Join(dst, j.rel)
+				if sealed[j.rel] && j.mode.Perm()&0o077 == 0 && os.Link(from, to) == nil {
+					sum, err := FileSHA256(to)
+					out[i], errs[i] = FileSum{Path: j.rel, Size: j.size, Mode: j.mode, SHA256: sum, ModTime: j.mtime, Linked: true}, err
+					continue
+				}
+				sum, n, err := copySummed(from, to, j.mode.Perm(), buf)
 				out[i], errs[i] = FileSum{Path: j.rel, Size: n, Mode: j.mode, SHA256: sum, ModTime: j.mtime}, err
 			}
 		})
@@ -89,13 +104,35 @@ func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileS
 
 // VerifyAgainstSource checks that every file of a copy made by CopyTreeSummed is byte for byte
 // the source file it was summed from: the copy then has the sums of the manifest, proven
-// without hashing it again. A source that changed since fails too.
+// without hashing it again. A source that changed since fails too. A linked file must still be
+// the source file itself, at the size summed.
 func VerifyAgainstSource(copyRoot, srcRoot string, files []FileSum) error {
 	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
 	for _, f := range files {
+		if f.Linked {
+			if err := sameFile(filepath.Join(copyRoot, f.Path), filepath.Join(srcRoot, f.Path), f.Size); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := sameBytes(filepath.Join(copyRoot, f.Path), filepath.Join(srcRoot, f.Path), f.Size, a, b); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func sameFile(copyPath, srcPath string, size int64) error {
+	ci, err := os.Stat(copyPath)
+	if err != nil {
+		return err
+	}
+	si, err := os.Stat(srcPath)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(ci, si) || ci.Size() != size {
+		return fmt.Errorf("%s is no longer a link to %s at %d bytes", copyPath, srcPath, size)
 	}
 	return nil
 }

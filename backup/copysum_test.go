@@ -82,3 +82,52 @@ func TestUnchangedIsTheQuickCheck(t *testing.T) {
 		t.Error("a tree with another file is unchanged")
 	}
 }
+
+// Sealed WAL segments are linked, not copied: the backup keeps them when the member's folder
+// is removed, and verifying checks they are still the very files summed.
+func TestCopyTreeLinkingLinksOnlySealedPrivateFiles(t *testing.T) {
+	root := t.TempDir()
+	src, dst := filepath.Join(root, "m1"), filepath.Join(root, "backup")
+	for path, mode := range map[string]os.FileMode{"member/wal/0.wal": 0o600, "member/wal/1.wal": 0o600, "member/wal/2.wal": 0o644, "member/snap/db": 0o600} {
+		p := filepath.Join(src, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(path), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sealed := map[string]bool{"member/wal/0.wal": true, "member/wal/2.wal": true}
+	files, _, err := CopyTreeLinking(src, dst, nil, 2, sealed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, f := range files {
+		linked[f.Path] = f.Linked
+	}
+	if !linked["member/wal/0.wal"] || linked["member/wal/1.wal"] || linked["member/wal/2.wal"] || linked["member/snap/db"] {
+		t.Fatalf("linked %v, want only the sealed segment readable by its owner alone", linked)
+	}
+	if err := VerifyAgainstSource(dst, src, files); err != nil {
+		t.Fatal(err)
+	}
+	want, _, _ := Checksum(src, nil)
+	if err := os.RemoveAll(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dst, want); err != nil {
+		t.Fatalf("the backup after its source was removed: %v", err)
+	}
+	// A file replaced under the same name is not the file summed.
+	if err := os.MkdirAll(filepath.Join(src, "member/wal"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(src, f.Path)), 0o700)
+		os.WriteFile(filepath.Join(src, f.Path), []byte(f.Path), 0o600)
+	}
+	if err := VerifyAgainstSource(dst, src, files); err == nil {
+		t.Error("a linked file verified against a new file of the same name and content")
+	}
+}

@@ -218,6 +218,59 @@ func (a *Applier) runtimeFor(m PlanMember) runtime.Runtime {
 	return a.Runtime
 }
 
+// forceOffline leaves a local survivor alone while it is stopped: its whole log committed,
+// then the configuration changes --force-new-cluster would make appended to its WAL
+// (forceAlone). It then starts normally, once: no flag to take off with a second start, none
+// for a supervisor to apply again later. A rerun finds it started (it serves writes: an old
+// member short of quorum never answers) or finishes the offline part.
+func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
+	running, forced := isForced(survivor)
+	switch {
+	case running && forced:
+		// Forced with the flag by an earlier etcdmedic; restart-clean takes the flag off.
+	case running:
+		if err := a.waitWrites(ctx, survivor); err != nil {
+			return fmt.Errorf("%s runs, but not as the one-member cluster this step makes (started by a supervisor before it was left alone?): stop it and apply again: %w", survivor.Name, err)
+		}
+		a.say("%s already runs alone and serves writes (started by an earlier run of this step)", survivor.Name)
+		return nil
+	default:
+		before, after, err := commitWholeLog(survivor.DataDir)
+		if err != nil {
+			return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)
+		}
+		if after > before {
+			a.say("%s's whole log committed: commit index %d -> %d (%d entries kept that --force-new-cluster alone would drop)", survivor.Name, before, after, after-before)
+		}
+		removed, err := forceAlone(survivor.DataDir)
+		if err != nil {
+			return fmt.Errorf("leave %s alone: %w", survivor.Name, err)
+		}
+		if len(removed) > 0 {
+			a.say("%s left alone offline: removals of %v appended to its WAL and committed (what --force-new-cluster does at start)", survivor.Name, removed)
+		}
+		plan.Crashpoint("force-new-cluster:alone")
+		spec := a.spec(survivor)
+		spec.ClusterState = "existing"
+		if err := a.runtimeFor(survivor).Start(ctx, spec); err != nil {
+			return err
+		}
+		plan.Crashpoint("force-new-cluster:started")
+	}
+	return a.waitWrites(ctx, survivor)
+}
+
+// forceByFlag starts a survivor on another node (the operator follows a runbook) with
+// --force-new-cluster; restart-clean takes the flag off.
+func (a *Applier) forceByFlag(ctx context.Context, survivor PlanMember) error {
+	if a.servesWrites(ctx, survivor) {
+		a.say("%s already serves writes (started at an earlier checkpoint)", survivor.Name)
+	} else if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor, forcedRunFlags...)); err != nil {
+		return err
+	}
+	return a.waitWrites(ctx, survivor)
+}
+
 // forcedRunFlags start the survivor's short --force-new-cluster run. It is a one-member
 // cluster that lives a few seconds, so it elects itself at once (a 100 ms election timeout
 // instead of 1 s), and it takes a snapshot once it has applied 1,000 entries past the last one:
@@ -268,27 +321,10 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		return a.othersStopped()
 	case s.ID == "backup":
 		return a.backupFirst()
+	case s.ID == "force-new-cluster" && survivor.Runbook != "":
+		return a.forceByFlag(ctx, survivor)
 	case s.ID == "force-new-cluster":
-		running, forced := isForced(survivor)
-		if running && !forced {
-			return fmt.Errorf("%s runs without --force-new-cluster: stop it first", survivor.Name)
-		} else if survivor.Runbook != "" && a.servesWrites(ctx, survivor) {
-			a.say("%s already serves writes (started at an earlier checkpoint)", survivor.Name)
-		} else if !running {
-			if survivor.Runbook == "" {
-				before, after, err := commitWholeLog(survivor.DataDir)
-				if err != nil {
-					return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)
-				}
-				if after > before {
-					a.say("%s's whole log committed: commit index %d -> %d (%d entries kept that --force-new-cluster alone would drop)", survivor.Name, before, after, after-before)
-				}
-			}
-			if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor, forcedRunFlags...)); err != nil {
-				return err
-			}
-		}
-		return a.waitWrites(ctx, survivor)
+		return a.forceOffline(ctx, survivor)
 	case s.ID == "restore-snapshot":
 		return a.restoreSnapshot(ctx, survivor, rep)
 	case s.ID == "remove-leftovers":
@@ -349,8 +385,9 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 	var links []backup.Link
 	var total int64
 	if err := dataDirPresent(m.DataDir); err == nil {
-		// One read of each file: the checksums are of the bytes written to the copy.
-		if files, total, err = backup.CopyTreeSummed(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable, workers); err != nil {
+		// One read of each file: the checksums are of the bytes written to the copy. Sealed WAL
+		// segments, which etcd never writes again, are hard links (no copy) where they can be.
+		if files, total, err = backup.CopyTreeLinking(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable, workers, datadir.SealedWALSegments(m.DataDir)); err != nil {
 			return fmt.Errorf("back up %s: %w", m.DataDir, err)
 		}
 		if _, err := os.Stat(filepath.Join(m.DataDir, "member")); err == nil {
@@ -620,6 +657,7 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 func (a *Applier) verify(ctx context.Context, rep *Report) error {
 	deadline := time.Now().Add(a.Timeout)
 	var v *cluster.View
+	said := ""
 	for {
 		v = cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, true, time.Now)
 		rep.Findings = finding.ForCluster(v, finding.DefaultClusterRules())
@@ -632,6 +670,11 @@ func (a *Applier) verify(ctx context.Context, rep *Report) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %s: %d of %d voters up, findings %v", a.Timeout, v.Quorum.VotersUp, len(a.Plan.Members), ids(rep.Findings))
+		}
+		why := fmt.Sprintf("%d of %d voters up, hashes agree: %v, findings %v", v.Quorum.VotersUp, len(a.Plan.Members), hashesAgree(v), ids(rep.Findings))
+		if why != said {
+			a.say("not yet: %s", why)
+			said = why
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

@@ -217,9 +217,13 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 		p.Steps = append(p.Steps,
 			plan.Step{ID: "restore-snapshot", Title: fmt.Sprintf("quarantine %s's data, restore %s (revision %d%s) into its data dir as a one-member cluster with %s, start it and wait until it serves writes", s.Name, src.Path, src.Revision, src.bumpNote(), src.Etcdutl)},
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone", s.Name)})
+	} else if sv := p.Member(s.Name); sv.Runbook == "" {
+		p.Steps = append(p.Steps,
+			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
+			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)})
 	} else {
 		p.Steps = append(p.Steps,
-			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("commit %s's whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), then start it alone with --force-new-cluster and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
+			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster on its node and wait until it serves writes", s.Name)},
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)},
 			plan.Step{ID: "restart-clean", Title: fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)})
 	}

@@ -48,8 +48,9 @@ with its standing in the survivor's membership and what choosing the survivor co
 unless --readd; unreadable data is never moved without --discard-unreadable.
 
 apply proves again that quorum is lost before every destructive step, backs up every data dir
-(checksummed, verified), commits the survivor's whole log, starts it alone with
---force-new-cluster, removes any leftover member, restarts it without the flag, then re-adds
+(checksummed, verified), commits the survivor's whole log and, while it is stopped, appends to
+its WAL the removals of the other members that --force-new-cluster would make, starts it once
+without any flag, removes any leftover member, then re-adds
 each other member as a learner on a quarantined (never deleted) data dir, promotes it once
 caught up, and verifies: every member up, a leader, equal hashes, no revision lost. Every step
 is journaled beside the plan: run apply again after an interruption and it resumes.`,

@@ -163,6 +163,10 @@ func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 		if strings.HasPrefix(s.ID, "rejoin:") {
 			points = append(points, s.ID+":started") // the learner runs, not yet caught up
 		}
+		if s.ID == "force-new-cluster" {
+			// Left alone on disk, not started; then started, not yet serving.
+			points = append(points, s.ID+":alone", s.ID+":started")
+		}
 		points = append(points, s.ID+":done")
 		if s.ID == "backup" {
 			points = append(points, "backup:"+other+":copied")
@@ -191,7 +195,7 @@ func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 		}
 		// Twice the machine also reboots: every etcd it ran is gone, and the rerun must start
 		// the members already brought back.
-		if point == "restart-clean:done" || point == "rejoin:"+other+":done" {
+		if point == "force-new-cluster:done" || point == "rejoin:"+other+":done" {
 			reboot(t, c)
 		}
 	}
