@@ -43,10 +43,15 @@ type WALSegment struct {
 
 // TailProblem says how the end of the WAL looked when it was not a clean end of records.
 type TailProblem struct {
-	Segment string `json:"segment"`
-	Offset  int64  `json:"offset"`
-	Kind    string `json:"kind"` // "torn-write", "crc-mismatch", "truncated", "undecodable"
-	Detail  string `json:"detail"`
+	// InvalidFrom is, for an "invalid-log" tail, the index of the first entry that does not
+	// continue the log (its term below the entry before it, or an index gap); Newest says it is
+	// in the newest segment, where cutting it loses no later segment.
+	InvalidFrom uint64 `json:"invalidFrom,omitempty"`
+	Newest      bool   `json:"newest,omitempty"`
+	Segment     string `json:"segment"`
+	Offset      int64  `json:"offset"`
+	Kind        string `json:"kind"` // "torn-write", "crc-mismatch", "truncated", "undecodable", "invalid-log"
+	Detail      string `json:"detail"`
 }
 
 // walRecord is one decoded record. Data aliases the reader's buffer: it is valid until the
@@ -56,6 +61,10 @@ type walRecord struct {
 	Type    int64
 	Data    []byte
 	Skipped bool
+	// Segment and Offset say where the record starts; Newest is set in the newest segment.
+	Segment string
+	Offset  int64
+	Newest  bool
 }
 
 // bigRecordBytes: records larger than this are entries carrying user data (membership
@@ -226,8 +235,9 @@ func (w *walReader) next() (walRecord, error) {
 		}
 		w.crc = crc
 	}
+	start := w.off
 	w.off += frameHeaderBytes + recBytes + padBytes
-	return walRecord{Type: typ, Data: data}, nil
+	return walRecord{Type: typ, Data: data, Segment: w.name, Offset: start, Newest: w.last}, nil
 }
 
 // skim reads only the start of a large entry record. It declines (ok false) when the record
@@ -251,8 +261,9 @@ func (w *walReader) skim(recBytes, padBytes int64) (walRecord, bool) {
 		return walRecord{}, false
 	}
 	w.crc = crc // trusted: the next fully read record is checked against it
+	start := w.off
 	w.off = nextOff
-	return walRecord{Type: typ, Data: data, Skipped: true}, true
+	return walRecord{Type: typ, Data: data, Skipped: true, Segment: w.name, Offset: start, Newest: w.last}, true
 }
 
 var errCutShort = errors.New("cut short")

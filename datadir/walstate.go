@@ -52,7 +52,12 @@ type walState struct {
 	Snapshots           []SnapshotMarker
 	Changes             []MembershipChange
 	Tail                *TailProblem
+	// terms holds where each term's run of entries starts, to check that the log stays a
+	// raft log (terms never go down from one entry to the next).
+	terms []termRun
 }
+
+type termRun struct{ start, term uint64 }
 
 // readWAL reads the WAL the way etcd does at start: from the segment that holds the newest
 // usable snapshot on (or from the first segment when there is none). full also reads and
@@ -160,6 +165,11 @@ func (st *walState) addEntry(rec walRecord) error {
 	if !ok && !rec.Skipped {
 		return fmt.Errorf("WAL entry does not decode (no term or index)")
 	}
+	if bad := st.breaksLog(idx, term); bad != "" {
+		return &TailProblem{Segment: rec.Segment, Offset: rec.Offset, Kind: "invalid-log", InvalidFrom: idx, Newest: rec.Newest,
+			Detail: bad + ": not a raft log from here on"}
+	}
+	st.noteTerm(idx, term)
 	// A later entry at an index we already have replaces that entry and all after it: the
 	// leader overwrote an uncommitted tail.
 	if idx <= st.LastIndex {
@@ -193,4 +203,41 @@ func (st *walState) addEntry(rec walRecord) error {
 		st.Changes = append(st.Changes, *ch)
 	}
 	return nil
+}
+
+// breaksLog says why an entry at idx with term cannot follow the log read so far: an index
+// past the next one (a gap), or a term below the entry before it. Raft's log matching needs
+// both; a WAL that breaks them was not written by raft (a power cut that kept a later write and
+// dropped an earlier one, or a bug), and the entries from there on are not history.
+func (st *walState) breaksLog(idx, term uint64) string {
+	if st.Entries == 0 {
+		return ""
+	}
+	if idx > st.LastIndex+1 {
+		return fmt.Sprintf("entry %d follows entry %d (a gap)", idx, st.LastIndex)
+	}
+	if before, ok := st.termAt(idx - 1); ok && term < before {
+		return fmt.Sprintf("entry %d has term %d, below the term %d of entry %d", idx, term, before, idx-1)
+	}
+	return ""
+}
+
+// termAt is the term of the entry at idx, when it was read.
+func (st *walState) termAt(idx uint64) (uint64, bool) {
+	for i := len(st.terms) - 1; i >= 0; i-- {
+		if st.terms[i].start <= idx {
+			return st.terms[i].term, idx <= st.LastIndex
+		}
+	}
+	return 0, false
+}
+
+// noteTerm records that the log holds term from idx on (an entry at idx replaces any after it).
+func (st *walState) noteTerm(idx, term uint64) {
+	for len(st.terms) > 0 && st.terms[len(st.terms)-1].start >= idx {
+		st.terms = st.terms[:len(st.terms)-1]
+	}
+	if n := len(st.terms); n == 0 || st.terms[n-1].term != term {
+		st.terms = append(st.terms, termRun{idx, term})
+	}
 }

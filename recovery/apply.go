@@ -235,6 +235,11 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 		a.say("%s already runs alone and serves writes (started by an earlier run of this step)", survivor.Name)
 		return nil
 	default:
+		if from, where, err := cutInvalidTail(survivor.DataDir); err != nil {
+			return fmt.Errorf("cut %s's invalid WAL tail: %w", survivor.Name, err)
+		} else if from > 0 {
+			a.say("%s's WAL cut before entry %d, not a raft log from there (%s; kept in its backup)", survivor.Name, from, where)
+		}
 		before, after, err := commitWholeLog(survivor.DataDir)
 		if err != nil {
 			return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)

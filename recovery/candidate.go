@@ -54,6 +54,9 @@ type Candidate struct {
 	// operator overrode the choice): the data the override loses.
 	AheadIndex    uint64 `json:"aheadOfSurvivorIndex"`
 	AheadRevision int64  `json:"aheadOfSurvivorRevision"`
+	// TailCut says why the end of its WAL is not history and is cut before its log is
+	// committed (an invalid raft log after its commit index, in its newest segment).
+	TailCut string `json:"tailCut,omitempty"`
 	// Running is set while a process holds the data dir (it is read once stopped).
 	Running bool `json:"-"`
 }
@@ -127,8 +130,10 @@ func readCandidate(m MemberInput) Candidate {
 	} else {
 		c.Unreadable, c.Rejected = true, "its db cannot be read: "+r.BackendError
 	}
-	if r.Raft.Tail != nil && r.Raft.Tail.Kind != "torn-write" && r.Raft.Tail.Kind != "truncated" {
-		c.Unreadable, c.Rejected = true, "its WAL is damaged: "+r.Raft.Tail.Detail
+	if damage, cut := walTail(r.Raft.Tail, r.Raft.HardState.Commit); damage != "" {
+		c.Unreadable, c.Rejected = true, damage
+	} else {
+		c.TailCut = cut
 	}
 	if r.Identity.RemovedMarked || !r.Identity.InMembership {
 		c.Rejected = "the member is removed from its own membership (--force-new-cluster would panic: \"removed all voters\")"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -139,4 +140,40 @@ func newestSnapshot(lg *zap.Logger, walDir, snapDir string) (*walpb.Snapshot, er
 	}
 	index, term := s.GetMetadata().GetIndex(), s.GetMetadata().GetTerm()
 	return &walpb.Snapshot{Index: &index, Term: &term}, nil
+}
+
+// cutInvalidTail cuts the WAL of a stopped member before the first entry that breaks the raft
+// log (datadir's "invalid-log" tail), when that is in the newest segment past the commit
+// index: the segment is truncated at that record's start, as etcd's wal.Repair truncates a torn
+// record, and read back. The bytes cut stay in the member's backup, taken before. It returns
+// the first index cut and where, or 0 when the log is valid.
+func cutInvalidTail(dataDir string) (from uint64, where string, err error) {
+	r, err := datadir.Inspect(dataDir, datadir.Options{})
+	if err != nil || r.Raft == nil {
+		return 0, "", fmt.Errorf("read the WAL of %s: %v", dataDir, err)
+	}
+	t := r.Raft.Tail
+	if t == nil || t.Kind != "invalid-log" {
+		return 0, "", nil
+	}
+	if damage, _ := walTail(t, r.Raft.HardState.Commit); damage != "" {
+		return 0, "", errors.New(damage)
+	}
+	seg := filepath.Join(dataDir, "member", "wal", t.Segment)
+	f, err := os.OpenFile(seg, os.O_RDWR, 0)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	if err := f.Truncate(t.Offset); err != nil {
+		return 0, "", fmt.Errorf("cut %s at offset %d: %w", seg, t.Offset, err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, "", err
+	}
+	back, err := datadir.Inspect(dataDir, datadir.Options{})
+	if err != nil || back.Raft == nil || back.Raft.Tail != nil || back.Raft.LastIndex != t.InvalidFrom-1 {
+		return 0, "", fmt.Errorf("the WAL of %s after the cut at entry %d does not read back as a log ending at %d: %v", dataDir, t.InvalidFrom, t.InvalidFrom-1, err)
+	}
+	return t.InvalidFrom, fmt.Sprintf("%s from offset %d", t.Segment, t.Offset), nil
 }

@@ -2,6 +2,8 @@ package recovery
 
 import (
 	"os"
+
+	"github.com/etcdmedic/etcdmedic/datadir"
 	"path/filepath"
 	"testing"
 
@@ -103,5 +105,75 @@ func TestCommitWholeLogRepairsATornTail(t *testing.T) {
 	}
 	if commit, n := readCommit(t, dataDir); commit != after || uint64(n) != after {
 		t.Fatalf("read back commit %d with %d entries, want every entry before the torn one committed (%d)", commit, n, after)
+	}
+}
+
+// writeTerms writes a member's WAL with one entry per term given (index 1, 2, ...), the
+// commit index reaching commit.
+func writeTerms(t *testing.T, terms []uint64, commit uint64) string {
+	t.Helper()
+	dataDir := t.TempDir()
+	walDir := filepath.Join(dataDir, "member", "wal")
+	if err := os.MkdirAll(filepath.Join(dataDir, "member", "snap"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	node, cluster := uint64(1), uint64(2)
+	meta, _ := proto.Marshal(&etcdserverpb.Metadata{NodeID: &node, ClusterID: &cluster})
+	w, err := wal.Create(zap.NewNop(), walDir, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One entry at a time, each followed by a HardState, as a follower writes them.
+	for i, term := range terms {
+		index, term, vote, c := uint64(i+1), term, uint64(1), min(uint64(i+1), commit)
+		e := &raftpb.Entry{Index: &index, Term: &term, Data: []byte("put")}
+		if err := w.Save(&raftpb.HardState{Term: &term, Vote: &vote, Commit: &c}, []*raftpb.Entry{e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dataDir
+}
+
+// A WAL whose term goes down (entries 9 and 10 of term 1 after term 3) is not a raft log from
+// entry 9 on: inspect stops there, the survivor's log is cut before it, and the rest committed.
+func TestAnInvalidLogTailIsCutThenCommitted(t *testing.T) {
+	dataDir := writeTerms(t, []uint64{2, 2, 2, 2, 3, 3, 3, 3, 1, 1}, 5)
+	from, where, err := cutInvalidTail(dataDir)
+	if err != nil || from != 9 || where == "" {
+		t.Fatalf("cut from %d (%s, %v), want from entry 9", from, where, err)
+	}
+	before, after, err := commitWholeLog(dataDir)
+	if err != nil || before != 5 || after != 8 {
+		t.Fatalf("commit %d -> %d (%v), want 5 -> 8", before, after, err)
+	}
+	if commit, n := readCommit(t, dataDir); commit != 8 || n != 8 {
+		t.Fatalf("etcd's wal reads commit %d with %d entries, want 8 and 8", commit, n)
+	}
+	if from, _, err := cutInvalidTail(dataDir); err != nil || from != 0 {
+		t.Fatalf("again: cut from %d (%v), want nothing", from, err)
+	}
+}
+
+// What a WAL's end means for a survivor, one row per case.
+func TestWALTailJudgement(t *testing.T) {
+	for name, tt := range map[string]struct {
+		tail        *datadir.TailProblem
+		commit      uint64
+		damage, cut bool
+	}{
+		"clean end":                     {nil, 10, false, false},
+		"torn last record":              {&datadir.TailProblem{Kind: "torn-write"}, 10, false, false},
+		"invalid past the commit index": {&datadir.TailProblem{Kind: "invalid-log", InvalidFrom: 11, Newest: true}, 10, false, true},
+		"invalid at the commit index":   {&datadir.TailProblem{Kind: "invalid-log", InvalidFrom: 10, Newest: true}, 10, true, false},
+		"invalid in a sealed segment":   {&datadir.TailProblem{Kind: "invalid-log", InvalidFrom: 11}, 10, true, false},
+		"a CRC mismatch mid-log":        {&datadir.TailProblem{Kind: "crc-mismatch"}, 10, true, false},
+	} {
+		damage, cut := walTail(tt.tail, tt.commit)
+		if (damage != "") != tt.damage || (cut != "") != tt.cut {
+			t.Errorf("%s: damage %q, cut %q", name, damage, cut)
+		}
 	}
 }

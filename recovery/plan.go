@@ -219,7 +219,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone", s.Name)})
 	} else if sv := p.Member(s.Name); sv.Runbook == "" {
 		p.Steps = append(p.Steps,
-			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
+			plan.Step{ID: "force-new-cluster", Title: tailCutNote(s) + fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)})
 	} else {
 		p.Steps = append(p.Steps,
@@ -344,4 +344,12 @@ func Stopper(o PlanOptions, processes local.Runtime) func(Candidate) runtime.Run
 		}
 		return processes
 	}
+}
+
+// tailCutNote is the first words of the step that cuts the survivor's invalid WAL tail.
+func tailCutNote(s Candidate) string {
+	if s.TailCut == "" {
+		return ""
+	}
+	return s.Name + ": " + s.TailCut + "; then "
 }

@@ -43,6 +43,9 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 		if c.StoppedByPlan != "" {
 			fmt.Fprintf(w, "  %-12s %s; then read from disk\n", "", c.StoppedByPlan)
 		}
+		if c.TailCut != "" && c.Rejected == "" {
+			fmt.Fprintf(w, "  %-12s %s\n", "", c.TailCut)
+		}
 		if c.RealDataDir != "" && c.RealDataDir != c.DataDir {
 			fmt.Fprintf(w, "  %-12s data dir %s is a link to %s: backed up and quarantined there\n", "", c.DataDir, c.RealDataDir)
 		}
