@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/plan"
 )
 
 // Manifest records what a quarantine holds, with checksums, so that anyone can prove later
@@ -130,6 +131,7 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		if err := backup.WriteJSONAtomic(filepath.Join(partial, "report.json"), report); err != nil {
 			return nil, err
 		}
+		plan.Crashpoint("quarantine:manifest")
 	}
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, err
@@ -159,6 +161,7 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if err := backup.SyncDir(dataDir); err != nil {
 		return nil, err
 	}
+	plan.Crashpoint("quarantine:moved")
 	check := backup.Verify
 	if m.SumsFrom != "" {
 		check = func(root string, want []backup.FileSum) error {

@@ -125,6 +125,22 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 		}
 		defer l.Release()
 	}
+	if partial, err := guard.Unfinished(o.dataDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, failf("finish or move the unfinished quarantine by hand first", "%v", err)
+	} else if partial != "" {
+		// An interrupted --fix may have moved the files already: the data dir then looks empty.
+		if !o.fix {
+			res.Next = append(res.Next, fmt.Sprintf("An interrupted quarantine of this data dir is unfinished in %s (its files may be there, not in the data dir): run guard again with --fix to finish it before anything else.", partial))
+			res.Verdict = guard.Verdict{Class: guard.Unknown, Reason: "an unfinished quarantine of it is in " + partial}
+			return res, nil
+		}
+		q, err := guard.Finish(o.dataDir, time.Now())
+		if err != nil {
+			return nil, failf("nothing was deleted: the files are in "+partial, "finish the quarantine of %s: %v", o.dataDir, err)
+		}
+		res.Quarantined = q
+		fmt.Fprintf(progress, "finished the interrupted quarantine: %s\n", q.Dir)
+	}
 	var report *datadir.Report
 	if _, err := os.Stat(o.dataDir); err == nil {
 		report, err = datadir.Inspect(o.dataDir, datadir.Options{})
