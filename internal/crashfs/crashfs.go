@@ -62,11 +62,11 @@ type FS struct {
 // Pending is what a cut would drop now.
 type Pending struct {
 	// Files is how many files have unsynced data.
-	Files int
+	Files int `json:"files"`
 	// Bytes counts the bytes written to them, and truncated or grown, since their last sync.
-	Bytes int64
+	Bytes int64 `json:"bytes"`
 	// Entries is how many directory changes no directory fsync has made durable yet.
-	Entries int
+	Entries int `json:"entries"`
 }
 
 // Mount mounts a crash filesystem over backing at mountpoint (created if missing). Without

@@ -42,34 +42,35 @@ type CutOptions struct {
 // CutReport says what a cut dropped.
 type CutReport struct {
 	// Files are the files whose unsynced data was dropped, by their path when the power went.
-	Files []DroppedFile
+	Files []DroppedFile `json:"files,omitempty"`
 	// BytesDropped counts the bytes written, truncated or grown since the files' last syncs,
 	// less what a tear kept.
-	BytesDropped int64
+	BytesDropped int64 `json:"bytesDropped"`
 	// Entries are the directory changes undone, newest first ("create member/wal/0.tmp").
-	Entries []string
+	Entries []string `json:"entries,omitempty"`
 	// Torn is the write a tear kept part of; nil without one.
-	Torn *TornWrite
+	Torn *TornWrite `json:"torn,omitempty"`
 	// Detached is set when a process still held the mount, so it was aborted and detached.
-	Detached bool
+	Detached bool `json:"detached,omitempty"`
 }
 
 // DroppedFile is one file whose unsynced data a cut dropped.
 type DroppedFile struct {
 	// Path is relative to the mount; "(unlinked) ..." for a file that no name reached.
-	Path string
+	Path string `json:"path"`
 	// Bytes counts the bytes written, truncated or grown since its last sync.
-	Bytes int64
+	Bytes int64 `json:"bytes"`
 }
 
 // TornWrite is the write a cut kept part of.
 type TornWrite struct {
 	// Path is the file, relative to the mount.
-	Path string
+	Path string `json:"path"`
 	// Offset is where the write started in the file.
-	Offset int64
+	Offset int64 `json:"offset"`
 	// Kept of Of bytes survive.
-	Kept, Of int
+	Kept int `json:"kept"`
+	Of   int `json:"of"`
 }
 
 // String summarises the report in one line.

@@ -26,4 +26,9 @@
 // process still holds the mount. Mount the same backing dir again to see what survived.
 //
 // Mount needs /dev/fuse and root; without them it returns an error wrapping ErrUnavailable.
+//
+// A process must not mmap files on a mount it serves itself (bbolt does): a page fault on a
+// FUSE mapping blocks its thread outside any Go safe point, a garbage collection then stops
+// the goroutines that would answer it, and the process deadlocks. Start serves the mount from
+// a child process that calls Serve; the Process it returns, like an FS, is a Disk.
 package crashfs
