@@ -43,6 +43,19 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	r.say("m2 killed: 1 of 3 voters left, quorum lost, writes refused")
 	time.Sleep(time.Second)
 
+	if err := r.recoverQuorum(ctx, env, sb, rt); err != nil {
+		return err
+	}
+	return r.count(ctx, sb.Endpoints())
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// recoverQuorum repairs a sandbox whose quorum is lost with etcdmedic recover plan and apply,
+// as an operator would run them, and times it.
+func (r *recorder) recoverQuorum(ctx context.Context, env Env, sb *sandbox.Sandbox, rt local.Runtime) error {
 	r.repair = time.Now()
 	conn := cluster.DefaultConn()
 	conn.Endpoints, conn.CommandTimeout = sb.Endpoints(), 2*time.Second
@@ -74,9 +87,5 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	r.result.Repair = "etcdmedic recover plan + apply"
 	r.result.RepairSec = time.Since(r.repair).Seconds()
 	r.say("recovered: 3 voters up, hashes equal at revision %d, backups in %s", rep.Revision, rep.BackupDir)
-	return r.count(ctx, sb.Endpoints())
+	return nil
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -48,6 +48,9 @@ type Options struct {
 	Command []string
 	// ReadyTimeout bounds the wait for the cluster to serve a linearizable read.
 	ReadyTimeout time.Duration
+	// BeforeStart, when set, runs for each member before its first start: a drill mounts the
+	// member's disk (its data dir) there.
+	BeforeStart func(m Member) error
 }
 
 // Up starts a new sandbox cluster in opts.Dir, which must not hold one already.
@@ -87,6 +90,12 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		initial = append(initial, name+"="+m.PeerURL)
 	}
 	for i := range sb.Members {
+		if opts.BeforeStart != nil {
+			if err := opts.BeforeStart(sb.Members[i]); err != nil {
+				sb.Down(5 * time.Second)
+				return nil, fmt.Errorf("prepare member %s: %w", sb.Members[i].Name, err)
+			}
+		}
 		if err := sb.start(&sb.Members[i], strings.Join(initial, ","), "new"); err != nil {
 			sb.Down(5 * time.Second)
 			return nil, err

@@ -38,6 +38,9 @@ func (a *Applier) Apply(ctx context.Context) ([]plan.Timing, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := a.restartAfterReboot(ctx, j, a.Out); err != nil {
+		return nil, err
+	}
 	ex := &plan.Executor{Journal: j, Out: a.Out}
 	return ex.Run(ctx, a.Plan.Steps, a.run)
 }

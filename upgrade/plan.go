@@ -121,7 +121,7 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	}
 	for h, hop := range hops {
 		for _, m := range members {
-			p.Steps = append(p.Steps, plan.Step{ID: fmt.Sprintf("hop%d:%s", h, m.Name), Title: fmt.Sprintf("hop %d (%s, %s): restart %s on %s, moving leadership away first if it leads; wait until healthy and caught up", h+1, hop.Version, hop.Why, m.Name, hop.Version)})
+			p.Steps = append(p.Steps, plan.Step{ID: hopStep(h, m.Name), Title: fmt.Sprintf("hop %d (%s, %s): restart %s on %s, moving leadership away first if it leads; wait until healthy and caught up", h+1, hop.Version, hop.Why, m.Name, hop.Version)})
 		}
 		p.Steps = append(p.Steps, plan.Step{ID: fmt.Sprintf("check%d", h), Title: fmt.Sprintf("after hop %d: every member up, no critical finding, no membership drift", h+1)})
 	}

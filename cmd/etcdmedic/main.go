@@ -12,5 +12,8 @@ func main() {
 		runLinkedEtcd(os.Args[2:])
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == crashFSCommand {
+		os.Exit(runCrashFS(os.Args[2:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

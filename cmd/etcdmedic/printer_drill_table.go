@@ -12,7 +12,10 @@ func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 	fmt.Fprintln(tw, "DRILL\tREPAIR\tTIME TO REPAIR\tACKED WRITES\tLOST\tRESULT")
 	for _, d := range r.Results {
 		result := "PASSED"
-		if !d.Passed {
+		switch {
+		case d.Skipped != "":
+			result = "SKIPPED: " + d.Skipped
+		case !d.Passed:
 			result = "FAILED"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%d\t%d\t%s\n", d.Drill, orDash(d.Repair), d.RepairSec, d.Acked, d.Lost, result)

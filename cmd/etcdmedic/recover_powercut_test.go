@@ -1,0 +1,252 @@
+package main
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/internal/crashfs"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/recovery"
+	"github.com/etcdmedic/etcdmedic/upgrade"
+)
+
+// hostDisk is one machine's disk on the crash filesystem: the members' data dirs, the plan and
+// the backups all live on it, so one power cut hits all of them at once. It is served by its
+// own process (`etcdmedic internal-crashfs`): this test process reads dbs on it through mmap.
+type hostDisk struct {
+	t                *testing.T
+	backing, mounted string
+	fs               crashfs.Disk
+	rng              *rand.Rand
+}
+
+func newHostDisk(t *testing.T) *hostDisk {
+	t.Helper()
+	d := &hostDisk{t: t, backing: t.TempDir(), mounted: filepath.Join(t.TempDir(), "host"), rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))}
+	d.plugIn()
+	return d
+}
+
+func (d *hostDisk) plugIn() {
+	d.t.Helper()
+	fs, err := crashfs.Start([]string{etcdtest.EtcdmedicBinary(d.t), crashFSCommand}, d.backing, d.mounted)
+	if errors.Is(err, crashfs.ErrUnavailable) {
+		d.t.Skipf("needs the FUSE crash filesystem: %v", err)
+	}
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.fs = fs
+	d.t.Cleanup(func() {
+		killUnder(d.mounted) // whatever still runs on it, before it goes
+		fs.Unmount()
+	})
+}
+
+// powerCut kills every process using the disk at once, drops every write not fsynced (the
+// last one torn) and brings the disk back.
+func (d *hostDisk) powerCut() string {
+	d.t.Helper()
+	killUnder(d.mounted)
+	rep, err := d.fs.Cut(crashfs.CutOptions{Tear: true, Rand: d.rng})
+	if err != nil {
+		d.t.Fatalf("power cut: %v", err)
+	}
+	d.plugIn()
+	return rep.String()
+}
+
+// killUnder SIGKILLs every process whose command line or working dir names a path under root.
+func killUnder(root string) {
+	root = filepath.Clean(root) + "/"
+	for range 50 {
+		found := false
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			if e.Name() == "self" || strings.Trim(e.Name(), "0123456789") != "" {
+				continue
+			}
+			b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
+			if e.Name() == strings.TrimSpace(selfPID()) || !(strings.Contains(string(b), root) || strings.HasPrefix(cwd+"/", root)) {
+				continue
+			}
+			found = true
+			exec.Command("kill", "-9", e.Name()).Run()
+		}
+		if !found {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func selfPID() string {
+	p, _ := os.Readlink("/proc/self")
+	return p
+}
+
+// A power cut in the middle of recover apply, on the machine that runs it: the members' data
+// dirs, the plan and the backups on one crash filesystem. Once right after plan, then at points
+// inside apply (etcdmedic killed there, every etcd with it, every unsynced write dropped, the
+// last one torn); each time the power comes back and apply runs again. It finishes, and no
+// acknowledged write is lost: etcdmedic's own files (plan, journal, backups, quarantines) are
+// fsynced before it relies on them.
+func TestRecoverFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	disk := newHostDisk(t)
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Dir: disk.mounted})
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 80})
+	waitAcked(t, ledger, 40)
+	m3 := c.Member("m3")
+	m3.Kill()
+	if err := os.RemoveAll(m3.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	c.Member("m2").Kill()
+	time.Sleep(300 * time.Millisecond)
+	ledger.Stop()
+
+	planDir, backups := filepath.Join(disk.mounted, "plan"), filepath.Join(disk.mounted, "backups")
+	if code, out, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...); code != exitOK {
+		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("cut right after plan: %s", disk.powerCut())
+	p, err := recovery.LoadPlan(planDir)
+	if err != nil {
+		t.Fatalf("the plan after a power cut: %v", err)
+	}
+	other := "m2"
+	if p.Survivor == "m2" {
+		other = "m1"
+	}
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, point := range []string{"backup:" + p.Survivor + ":copied", "force-new-cluster:alone", "force-new-cluster:done", "rejoin:" + other + ":started"} {
+		cmd := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes")
+		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+			t.Fatalf("apply with a crash at %s: %v\n%s", point, err, lastLines(string(out), 15))
+		}
+		t.Logf("cut at %s: %s", point, disk.powerCut())
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("apply after the last power cut: %v\n%s", err, out)
+	}
+	checkRecovered(t, c, ledger, planDir)
+}
+
+// guard --fix moving a foreign data dir into quarantine on a crash filesystem, the power cut
+// in the middle of its work twice (manifest written; data moved, not yet verified): run again
+// after each, it finishes, and the quarantine holds every file the data dir held, byte for byte.
+func TestGuardFixFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	disk := newHostDisk(t)
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Dir: disk.mounted})
+	om := other.Member("m1")
+	if err := om.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	disk.powerCut() // the disk as it will stay: what the member synced
+	before, _, err := backup.Checksum(om.DataDir, nil)
+	if err != nil || len(before) == 0 {
+		t.Fatalf("checksum the data dir: %v", err)
+	}
+	client, peer := newURLs(t)
+	args := []string{"--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix"}
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, point := range []string{"quarantine:manifest", "quarantine:moved"} {
+		cmd := exec.CommandContext(t.Context(), bin, append([]string{"guard", "--command-timeout", "3s"}, args...)...)
+		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+			t.Fatalf("guard --fix with a crash at %s: %v\n%s", point, err, out)
+		}
+		t.Logf("cut at %s: %s", point, disk.powerCut())
+	}
+	code, g, errOut := runGuard(t, args...)
+	if g.Quarantined == nil {
+		t.Fatalf("guard --fix after the power cuts: exit %d, %+v\n%s", code, g, errOut)
+	}
+	if err := guard.Verify(g.Quarantined.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := backup.Verify(filepath.Join(g.Quarantined.Dir, "data"), before); err != nil {
+		t.Fatalf("the quarantine is not the data dir as it was: %v", err)
+	}
+}
+
+// upgrade apply of incident 3's cluster (v3.5.19, two promoted learners) to v3.6, on one host
+// disk with its plan and snapshot, the power cut after the snapshot and in the middle of the
+// second hop: every member dies with it, and the rerun starts each again on the version it was
+// on (the plan's v3.5.19, or the hop it had started), then finishes the upgrade, losing nothing.
+func TestUpgradeApplyFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	disk := newHostDisk(t)
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19, Dir: disk.mounted})
+	for _, name := range []string{"m2", "m3"} {
+		m := c.AddMember(t, name, etcdtest.AddOptions{Learner: true})
+		c.PromoteMember(t, m)
+	}
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 30})
+	waitAcked(t, ledger, 10)
+	planDir, backups := filepath.Join(disk.mounted, "plan"), filepath.Join(disk.mounted, "backups")
+	var eps []string
+	args := []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", backups,
+		"--etcd-binary", "v3.5.19=" + etcdtest.Binary(t, etcdtest.V3_5_19).Path,
+		"--etcd-binary", "v3.5.24=" + etcdtest.Binary(t, etcdtest.V3_5_24).Path,
+		"--etcd-binary", "v3.6.16=" + etcdtest.Binary(t, etcdtest.V3_6).Path}
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
+	}
+	args = append(args, "--endpoints", strings.Join(eps, ","))
+	if code, out, errOut := runCLI(t, args...); code != exitOK {
+		t.Fatalf("upgrade plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	p, err := upgrade.LoadPlan(planDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second string
+	for _, s := range p.Steps {
+		if strings.HasPrefix(s.ID, "hop1:") {
+			second = s.ID
+			break
+		}
+	}
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, point := range []string{"snapshot:done", second + ":start"} {
+		cmd := exec.CommandContext(t.Context(), bin, "upgrade", "apply", planDir, "--yes")
+		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+			t.Fatalf("upgrade apply with a crash at %s: %v\n%s", point, err, lastLines(string(out), 15))
+		}
+		ledger.Stop() // the power is gone: nothing answers any more
+		t.Logf("cut at %s: %s", point, disk.powerCut())
+	}
+	out, err := exec.CommandContext(t.Context(), bin, "upgrade", "apply", planDir, "--yes").CombinedOutput()
+	if err != nil {
+		t.Fatalf("upgrade apply after the power cuts: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "does not run (the machine rebooted?)") {
+		t.Errorf("the rerun did not say it restarted the members:\n%s", out)
+	}
+	code, rep := upgradeCheck(t, "--to", "v3.7.3", "--endpoints", strings.Join(eps, ","), "--fetch-backends")
+	for _, m := range rep.Members {
+		if m.Version != "3.6.16" || len(m.Drifts) != 0 {
+			t.Errorf("%s after the upgrade: version %s, drifts %+v (exit %d)", m.Name, m.Version, m.Drifts, code)
+		}
+	}
+	nothingLost(t, eps, ledger)
+}

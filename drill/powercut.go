@@ -1,0 +1,203 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/internal/crashfs"
+	"github.com/etcdmedic/etcdmedic/ledger"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/sandbox"
+)
+
+// PowerCut is what a power cut left and what each way of recovering from it kept.
+type PowerCut struct {
+	Survivor string `json:"survivor"`
+	// Wiped are the members whose disks were lost with the cut (the leader among them).
+	Wiped []string `json:"wiped"`
+	// Dropped is what the cut dropped on each member's disk: unsynced writes, torn pages.
+	Dropped map[string]string `json:"dropped"`
+	// QuietMs is how long after the last write the power went.
+	QuietMs int `json:"quietMs"`
+	// The survivor's log after the cut: its end, its commit index on disk, its db's
+	// consistent index, and how its WAL ended ("" when cleanly, else "torn-write", ...).
+	LastIndex       uint64 `json:"lastIndex"`
+	Commit          uint64 `json:"commit"`
+	ConsistentIndex uint64 `json:"consistentIndex"`
+	Tail            string `json:"tail,omitempty"`
+	// EntriesRunbookDrops are the survivor's entries past max(commit, consistent index), which
+	// --force-new-cluster discards; AckedRunbookDrops the acknowledged writes among them.
+	EntriesRunbookDrops uint64 `json:"entriesRunbookDrops"`
+	AckedRunbookDrops   int    `json:"ackedRunbookDrops"`
+	// AckedOnSurvivor are the acknowledged writes the survivor's disk held; AckedLostWithDisks
+	// those only the wiped disks held (a quorum of two, both lost: no tool can bring them back).
+	AckedOnSurvivor    int `json:"ackedOnSurvivor"`
+	AckedLostWithDisks int `json:"ackedLostWithDisks"`
+}
+
+// powerCutWriters is how many clients write at once, each at powerCutRate puts a second.
+const (
+	powerCutWriters = 8
+	powerCutRate    = 100
+)
+
+// powerCut: three members, each on its own crash filesystem, under write load; the power of
+// the whole cluster is cut (every write not fsynced is dropped, the last one torn), the
+// leader's disk and a follower's are lost, and etcdmedic recovers from the third. Counted:
+// what the runbook's --force-new-cluster would have dropped, and what etcdmedic lost (0).
+func powerCut(ctx context.Context, env Env, r *recorder) error {
+	rt := local.Runtime{Command: env.Command}
+	disks := map[string]crashfs.Disk{}
+	defer func() {
+		for _, d := range disks {
+			d.Unmount()
+		}
+	}()
+	backing := func(name string) string { return filepath.Join(env.Dir, "disks", name) }
+	plugIn := func(m sandbox.Member) error {
+		if err := os.MkdirAll(backing(m.Name), 0o700); err != nil {
+			return err
+		}
+		if len(env.CrashFS) == 0 {
+			return fmt.Errorf("no crash filesystem server: %w", crashfs.ErrUnavailable)
+		}
+		d, err := crashfs.Start(env.CrashFS, backing(m.Name), m.DataDir)
+		if err != nil {
+			return err
+		}
+		disks[m.Name] = d
+		return nil
+	}
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 3, Command: env.Command, BeforeStart: plugIn})
+	if sb != nil {
+		defer stopAll(sb, rt)
+	}
+	if errors.Is(err, crashfs.ErrUnavailable) {
+		return skipped{fmt.Sprintf("members run on a FUSE crash filesystem, which needs root and /dev/fuse (%v)", err)}
+	}
+	if err != nil {
+		return err
+	}
+	r.say("3-member cluster up, each member on its own crash filesystem (unsynced writes are lost at a cut)")
+	writers, err := startWriters(ctx, sb)
+	if err != nil {
+		return err
+	}
+	defer writers.stop()
+	r.say("write load started: %d clients, %d puts/s each", powerCutWriters, powerCutRate)
+	time.Sleep(3 * time.Second)
+
+	leader, follower, survivor := roles(ctx, sb)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	pc := &PowerCut{Survivor: survivor, Wiped: []string{leader, follower}, Dropped: map[string]string{}, QuietMs: rng.IntN(100)}
+	r.result.PowerCut = pc
+	// The writes stop, and the power goes a moment later: the last acknowledged batch is
+	// committed on the followers by messages they never sync (etcd does not fsync a HardState
+	// whose only change is the commit index), and their db applies it within its 100 ms batch.
+	writers.stop()
+	time.Sleep(time.Duration(pc.QuietMs) * time.Millisecond)
+	for _, m := range sb.Members {
+		sb.KillMember(m.Name)
+	}
+	for _, m := range sb.Members {
+		rep, err := disks[m.Name].Cut(crashfs.CutOptions{Tear: true, Rand: rng})
+		if err != nil {
+			return fmt.Errorf("power cut on %s: %w", m.Name, err)
+		}
+		delete(disks, m.Name)
+		pc.Dropped[m.Name] = rep.String()
+	}
+	r.say("POWER CUT %d ms after the last write: every member killed at once, every write not fsynced dropped", pc.QuietMs)
+	for _, m := range sb.Members {
+		r.say("  %s: %s", m.Name, pc.Dropped[m.Name])
+	}
+
+	for _, name := range pc.Wiped {
+		if err := os.RemoveAll(backing(name)); err != nil {
+			return err
+		}
+	}
+	for _, m := range sb.Members {
+		if err := plugIn(m); err != nil {
+			return fmt.Errorf("power back on %s: %w", m.Name, err)
+		}
+	}
+	r.say("power back: %s's and %s's disks lost (empty), %s's disk as the cut left it", leader, follower, survivor)
+
+	sm, _ := sb.Member(survivor)
+	disk, err := readSurvivorDisk(sm.DataDir, env.Dir)
+	if err != nil {
+		return err
+	}
+	acked := writers.acked()
+	pc.LastIndex, pc.Commit, pc.ConsistentIndex, pc.Tail = disk.LastIndex, disk.Commit, disk.ConsistentIndex, disk.Tail
+	pc.EntriesRunbookDrops = disk.LastIndex - min(disk.LastIndex, disk.RunbookKeeps())
+	for _, w := range acked {
+		switch {
+		case !disk.Holds(w):
+			pc.AckedLostWithDisks++
+		case disk.RunbookDrops(w):
+			pc.AckedOnSurvivor++
+			pc.AckedRunbookDrops++
+		default:
+			pc.AckedOnSurvivor++
+		}
+	}
+	r.say("%s's log: last index %d, commit index %d on disk, db at %d; --force-new-cluster alone would drop %d entries holding %d acknowledged writes",
+		survivor, disk.LastIndex, disk.Commit, disk.ConsistentIndex, pc.EntriesRunbookDrops, pc.AckedRunbookDrops)
+
+	if err := r.recoverQuorum(ctx, env, sb, rt); err != nil {
+		return err
+	}
+	return r.countHeld(ctx, sb.Endpoints(), acked, disk)
+}
+
+// roles names the leader, another member, and the member that survives the cut.
+func roles(ctx context.Context, sb *sandbox.Sandbox) (leader, follower, survivor string) {
+	var others []string
+	for _, st := range sb.Status(ctx) {
+		if st.Leader && leader == "" {
+			leader = st.Name
+		} else {
+			others = append(others, st.Name)
+		}
+	}
+	if leader == "" { // no leader answered: any two
+		leader, others = others[0], others[1:]
+	}
+	return leader, others[0], others[1]
+}
+
+// countHeld checks every acknowledged write the survivor's disk held against the repaired
+// cluster: each one missing is lost by the repair.
+func (r *recorder) countHeld(ctx context.Context, endpoints []string, acked []ledger.Write, disk *survivorDisk) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var held []ledger.Write
+	for _, w := range acked {
+		if disk.Holds(w) {
+			held = append(held, w)
+		}
+	}
+	missing, err := ledger.Missing(ctx, cli, held)
+	if err != nil {
+		return fmt.Errorf("read back the acknowledged writes: %w", err)
+	}
+	r.result.Acked, r.result.Lost = len(acked), len(missing)
+	r.say("%d writes acknowledged, %d of them on the surviving disk, %d only on the lost disks; %d of those on the surviving disk lost by the repair",
+		len(acked), len(held), len(acked)-len(held), len(missing))
+	return nil
+}

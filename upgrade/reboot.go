@@ -1,0 +1,47 @@
+package upgrade
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// restartAfterReboot starts again, before the remaining steps, every member of the plan that
+// no longer runs although its data dir is there (the machine rebooted, or lost power, in the
+// middle of the upgrade; nothing else restarts a local process). Each starts on the version it
+// was on: that of the last hop the journal shows started for it (a hop interrupted after its
+// restart may have run the new binary on the data already), else the plan's starting version.
+// Without that version's binary in the plan it refuses and says what to do.
+func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out io.Writer) error {
+	for _, m := range a.Plan.Members {
+		if _, _, running := local.FindProcess(m.DataDir); running {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(m.DataDir, "member", "wal")); err != nil {
+			continue // nothing to start from: the step that needs it will say so
+		}
+		version := a.Plan.From
+		for h, hop := range a.Plan.Hops {
+			if _, started := j.StartedAt(hopStep(h, m.Name)); started {
+				version = hop.Version
+			}
+		}
+		bin, ok := a.Plan.Binaries[version]
+		if !ok {
+			return fmt.Errorf("%s does not run (the machine rebooted?) and the plan has no etcd binary for %s, the version it was on: start it on %s yourself, or make the plan again with --etcd-binary %s=PATH", m.Name, version, version, version)
+		}
+		fmt.Fprintf(out, "    %s does not run (the machine rebooted?): starting it again on %s\n", m.Name, version)
+		if err := (local.Runtime{Command: []string{bin}}).Start(ctx, a.spec(m)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hopStep is the step that restarts member name in hop h.
+func hopStep(h int, name string) string { return fmt.Sprintf("hop%d:%s", h, name) }
