@@ -14,6 +14,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/plan"
 )
 
 // SnapshotOptions rebuild the survivor from a snapshot file (etcdctl snapshot save) rather
@@ -130,6 +131,14 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 		if err := os.Rename(filepath.Join(restored, "member"), filepath.Join(survivor.DataDir, "member")); err != nil {
 			return fmt.Errorf("move the restored member into %s: %w", survivor.DataDir, err)
 		}
+		// Both folders' entries must survive a power cut before etcd starts on the data dir.
+		if err := backup.SyncDir(survivor.DataDir); err != nil {
+			return err
+		}
+		if err := backup.SyncDir(restored); err != nil {
+			return err
+		}
+		plan.Crashpoint("restore-snapshot:moved")
 		os.Remove(restored)
 	}
 	if err := a.runtimeFor(survivor).Start(ctx, a.spec(survivor)); err != nil {
@@ -184,7 +193,11 @@ func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir st
 	if err != nil {
 		return fmt.Errorf("etcdutl snapshot restore: %v\n%s", err, lastLines(string(out), 10))
 	}
-	return nil
+	// Durable before the old data is moved aside for it.
+	if err := backup.SyncTree(dir); err != nil {
+		return fmt.Errorf("sync the restored data in %s: %w", dir, err)
+	}
+	return backup.SyncDir(filepath.Dir(dir))
 }
 
 func lastLines(s string, n int) string {

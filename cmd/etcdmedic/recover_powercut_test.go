@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/internal/crashfs"
+	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/recovery"
@@ -249,4 +253,71 @@ func TestUpgradeApplyFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 		}
 	}
 	nothingLost(t, eps, ledger)
+}
+
+// recover --from-snapshot on one host disk, the power cut once the restored member has taken
+// the survivor's place (old data quarantined, restore moved in, not yet started) and once a
+// learner runs: each rerun finishes, and the cluster serves the snapshot's keys.
+func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	version := etcdtest.V3_6
+	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk := newHostDisk(t)
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: version, Dir: disk.mounted})
+	cli := c.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, k := range []string{"/registry/pods/a", "/registry/pods/b"} {
+		if _, err := cli.Put(ctx, k, "in the snapshot"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snapFile := filepath.Join(disk.mounted, "nightly.db")
+	saveSnapshot(t, cli, snapFile)
+	c.Member("m3").Kill()
+	c.Member("m2").Kill()
+	disk.powerCut() // and the survivor with it: the snapshot file is what its save synced
+
+	planDir, backups := filepath.Join(disk.mounted, "plan"), filepath.Join(disk.mounted, "backups")
+	args := recoverPlanArgs(t, c, planDir, backups)
+	for i, a := range args {
+		if a == "--etcd-command" {
+			args[i+1] = etcdtest.Binary(t, version).Path
+		}
+	}
+	args = append(args, "--from-snapshot", snapFile, "--etcdutl", etcdutl, "--bump-revision", "1000", "--mark-compacted")
+	if code, out, errOut := runCLI(t, args...); code != exitOK {
+		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, point := range []string{"restore-snapshot:moved", "rejoin:m2:started"} {
+		cmd := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes")
+		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+			t.Fatalf("apply with a crash at %s: %v\n%s", point, err, lastLines(string(out), 15))
+		}
+		t.Logf("cut at %s: %s", point, disk.powerCut())
+	}
+	if out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput(); err != nil {
+		t.Fatalf("apply after the power cuts: %v\n%s", err, out)
+	}
+	var eps []string
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+	}
+	if code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 }); code != exitOK {
+		t.Fatalf("doctor after the restore: exit %d %s", code, d.ids())
+	}
+	after, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	got, err := after.Get(ctx, "/registry/pods/", clientv3.WithPrefix())
+	if err != nil || len(got.Kvs) != 2 {
+		t.Fatalf("after the restore: %v, %d keys; want the snapshot's 2", err, len(got.Kvs))
+	}
 }
