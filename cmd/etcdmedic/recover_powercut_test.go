@@ -274,7 +274,7 @@ func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snapFile := filepath.Join(disk.mounted, "nightly.db")
+	snapFile := filepath.Join(t.TempDir(), "nightly.db") // kept off this host, as backups are
 	saveSnapshot(t, cli, snapFile)
 	c.Member("m3").Kill()
 	c.Member("m2").Kill()
@@ -291,8 +291,16 @@ func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	if code, out, errOut := runCLI(t, args...); code != exitOK {
 		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
 	}
+	p, err := recovery.LoadPlan(planDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "m2"
+	if p.Survivor == "m2" {
+		other = "m1"
+	}
 	bin := etcdtest.EtcdmedicBinary(t)
-	for _, point := range []string{"restore-snapshot:moved", "rejoin:m2:started"} {
+	for _, point := range []string{"restore-snapshot:moved", "rejoin:" + other + ":started"} {
 		cmd := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes")
 		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
 		out, err := cmd.CombinedOutput()
