@@ -118,6 +118,13 @@ func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
 		if err := os.Rename(r.Manifest, r.StoppedPath()); err != nil {
 			return err
 		}
+		// Durable: after a power cut kubelet must not find the manifest back and start etcd.
+		if err := backup.SyncDir(filepath.Dir(r.StoppedPath())); err != nil {
+			return err
+		}
+		if err := backup.SyncDir(filepath.Dir(r.Manifest)); err != nil {
+			return err
+		}
 	}
 	return r.waitFor(ctx, m.DataDir, false)
 }
@@ -141,7 +148,9 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	if err := writeAtomic(r.Manifest, edited); err != nil {
 		return err
 	}
-	os.Remove(r.StoppedPath())
+	if err := os.Remove(r.StoppedPath()); err == nil {
+		backup.SyncDir(filepath.Dir(r.StoppedPath()))
+	}
 	return r.waitFor(ctx, m.DataDir, true)
 }
 
