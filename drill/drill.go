@@ -142,21 +142,30 @@ func (r *recorder) startLoad(ctx context.Context, sb *sandbox.Sandbox) (*clientv
 // count stops the load and checks every acknowledged write against the repaired cluster.
 func (r *recorder) count(ctx context.Context, endpoints []string) error {
 	r.ledger.Stop()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	acked := r.ledger.Acked()
+	missing, err := missingAfterRepair(ctx, endpoints, acked)
 	if err != nil {
 		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	acked := r.ledger.Acked()
-	missing, err := ledger.Missing(ctx, cli, acked)
-	if err != nil {
-		return fmt.Errorf("read back the acknowledged writes: %w", err)
 	}
 	r.result.Acked, r.result.Failed, r.result.Lost = len(acked), r.ledger.Failed(), len(missing)
 	r.say("%d writes acknowledged, %d refused while broken (never acknowledged), %d acknowledged writes lost", len(acked), r.ledger.Failed(), len(missing))
 	return nil
+}
+
+// missingAfterRepair reads every write back from the repaired cluster and returns those it lacks.
+func missingAfterRepair(ctx context.Context, endpoints []string, writes []ledger.Write) ([]ledger.Write, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	missing, err := ledger.Missing(ctx, cli, writes)
+	if err != nil {
+		return nil, fmt.Errorf("read back the acknowledged writes: %w", err)
+	}
+	return missing, nil
 }
 
 // stopAll stops every process running on the sandbox's data dirs, however it was started.

@@ -9,9 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	"github.com/etcdmedic/etcdmedic/internal/crashfs"
 	"github.com/etcdmedic/etcdmedic/ledger"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -179,22 +176,15 @@ func roles(ctx context.Context, sb *sandbox.Sandbox) (leader, follower, survivor
 // countHeld checks every acknowledged write the survivor's disk held against the repaired
 // cluster: each one missing is lost by the repair.
 func (r *recorder) countHeld(ctx context.Context, endpoints []string, acked []ledger.Write, disk *survivorDisk) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	var held []ledger.Write
 	for _, w := range acked {
 		if disk.Holds(w) {
 			held = append(held, w)
 		}
 	}
-	missing, err := ledger.Missing(ctx, cli, held)
+	missing, err := missingAfterRepair(ctx, endpoints, held)
 	if err != nil {
-		return fmt.Errorf("read back the acknowledged writes: %w", err)
+		return err
 	}
 	r.result.Acked, r.result.Lost = len(acked), len(missing)
 	r.say("%d writes acknowledged, %d of them on the surviving disk, %d only on the lost disks; %d of those on the surviving disk lost by the repair",

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdmedic/etcdmedic/bench/internal/dataset"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
 // memberSpec is one member of the benchmark cluster; its URLs are fixed when the data set is
@@ -120,7 +122,7 @@ func ensureDataSet(ctx context.Context, t tools, cfg config, size int64) (*dataS
 	logf("building %s: 3 members of etcd %s, %s values until the db is %s", base, cfg.version, dataset.FormatSize(cfg.valueBytes), dataset.FormatSize(size))
 	started := time.Now()
 	if err := set.fill(ctx, t.etcd, build); err != nil {
-		killUnder(build)
+		etcdtest.KillUnder(build)
 		return nil, err
 	}
 	set.Built, set.BuildSeconds = time.Now().UTC(), time.Since(started).Seconds()

@@ -11,6 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
 const (
@@ -68,7 +70,7 @@ func dataSetName(set *dataSet) string { return filepath.Base(set.base) }
 // leaves has every key that was acknowledged.
 func runOnce(ctx context.Context, t tools, cfg config, set *dataSet, tool string, n int) (sample, error) {
 	runDir := filepath.Join(set.base, fmt.Sprintf("run-%d", n+1))
-	killUnder(runDir)
+	etcdtest.KillUnder(runDir)
 	if err := os.RemoveAll(runDir); err != nil {
 		return sample{}, err
 	}
@@ -76,7 +78,7 @@ func runOnce(ctx context.Context, t tools, cfg config, set *dataSet, tool string
 		return sample{}, err
 	}
 	defer func() {
-		killUnder(runDir)
+		etcdtest.KillUnder(runDir)
 		if !cfg.keep {
 			os.RemoveAll(runDir)
 		}

@@ -51,52 +51,35 @@ func (d *hostDisk) plugIn() {
 	}
 	d.fs = fs
 	d.t.Cleanup(func() {
-		killUnder(d.mounted) // whatever still runs on it, before it goes
+		etcdtest.KillUnder(d.mounted) // whatever still runs on it, before it goes
 		fs.Unmount()
 	})
+}
+
+// crashAt runs etcdmedic with args until it kills itself at the crash point, then cuts the
+// power: what it was doing is interrupted exactly there, with the disk as its syncs left it.
+func (d *hostDisk) crashAt(point string, args ...string) {
+	d.t.Helper()
+	cmd := exec.CommandContext(d.t.Context(), etcdtest.EtcdmedicBinary(d.t), args...)
+	cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+		d.t.Fatalf("etcdmedic %s with a crash at %s: %v\n%s", strings.Join(args, " "), point, err, lastLines(string(out), 15))
+	}
+	d.t.Logf("cut at %s: %s", point, d.powerCut())
 }
 
 // powerCut kills every process using the disk at once, drops every write not fsynced (the
 // last one torn) and brings the disk back.
 func (d *hostDisk) powerCut() string {
 	d.t.Helper()
-	killUnder(d.mounted)
+	etcdtest.KillUnder(d.mounted)
 	rep, err := d.fs.Cut(crashfs.CutOptions{Tear: true, Rand: d.rng})
 	if err != nil {
 		d.t.Fatalf("power cut: %v", err)
 	}
 	d.plugIn()
 	return rep.String()
-}
-
-// killUnder SIGKILLs every process whose command line or working dir names a path under root.
-func killUnder(root string) {
-	root = filepath.Clean(root) + "/"
-	for range 50 {
-		found := false
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			if e.Name() == "self" || strings.Trim(e.Name(), "0123456789") != "" {
-				continue
-			}
-			b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-			cwd, _ := os.Readlink("/proc/" + e.Name() + "/cwd")
-			if e.Name() == strings.TrimSpace(selfPID()) || !(strings.Contains(string(b), root) || strings.HasPrefix(cwd+"/", root)) {
-				continue
-			}
-			found = true
-			exec.Command("kill", "-9", e.Name()).Run()
-		}
-		if !found {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func selfPID() string {
-	p, _ := os.Readlink("/proc/self")
-	return p
 }
 
 // A power cut in the middle of recover apply, on the machine that runs it: the members' data
@@ -135,13 +118,7 @@ func TestRecoverFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	}
 	bin := etcdtest.EtcdmedicBinary(t)
 	for _, point := range []string{"backup:" + p.Survivor + ":copied", "force-new-cluster:alone", "force-new-cluster:done", "rejoin:" + other + ":started"} {
-		cmd := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes")
-		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
-			t.Fatalf("apply with a crash at %s: %v\n%s", point, err, lastLines(string(out), 15))
-		}
-		t.Logf("cut at %s: %s", point, disk.powerCut())
+		disk.crashAt(point, "recover", "apply", planDir, "--yes")
 	}
 	out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput()
 	if err != nil {
@@ -168,15 +145,8 @@ func TestGuardFixFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	}
 	client, peer := newURLs(t)
 	args := []string{"--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix"}
-	bin := etcdtest.EtcdmedicBinary(t)
 	for _, point := range []string{"quarantine:manifest", "quarantine:moved"} {
-		cmd := exec.CommandContext(t.Context(), bin, append([]string{"guard", "--command-timeout", "3s"}, args...)...)
-		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
-			t.Fatalf("guard --fix with a crash at %s: %v\n%s", point, err, out)
-		}
-		t.Logf("cut at %s: %s", point, disk.powerCut())
+		disk.crashAt(point, append([]string{"guard", "--command-timeout", "3s"}, args...)...)
 	}
 	code, g, errOut := runGuard(t, args...)
 	if g.Quarantined == nil {
@@ -230,14 +200,8 @@ func TestUpgradeApplyFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	}
 	bin := etcdtest.EtcdmedicBinary(t)
 	for _, point := range []string{"snapshot:done", second + ":start"} {
-		cmd := exec.CommandContext(t.Context(), bin, "upgrade", "apply", planDir, "--yes")
-		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
-			t.Fatalf("upgrade apply with a crash at %s: %v\n%s", point, err, lastLines(string(out), 15))
-		}
+		disk.crashAt(point, "upgrade", "apply", planDir, "--yes")
 		ledger.Stop() // the power is gone: nothing answers any more
-		t.Logf("cut at %s: %s", point, disk.powerCut())
 	}
 	out, err := exec.CommandContext(t.Context(), bin, "upgrade", "apply", planDir, "--yes").CombinedOutput()
 	if err != nil {
@@ -301,13 +265,7 @@ func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	}
 	bin := etcdtest.EtcdmedicBinary(t)
 	for _, point := range []string{"restore-snapshot:moved", "rejoin:" + other + ":started"} {
-		cmd := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes")
-		cmd.Env = append(os.Environ(), plan.CrashpointEnv+"="+point)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
-			t.Fatalf("apply with a crash at %s: %v\n%s", point, err, lastLines(string(out), 15))
-		}
-		t.Logf("cut at %s: %s", point, disk.powerCut())
+		disk.crashAt(point, "recover", "apply", planDir, "--yes")
 	}
 	if out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput(); err != nil {
 		t.Fatalf("apply after the power cuts: %v\n%s", err, out)
