@@ -27,46 +27,8 @@ type master struct {
 // --control-plane runbook for master3, which the operator (a double that runs what kubeadm
 // join does for etcd) follows. Every manifest ends clean, nothing acknowledged is lost.
 func TestRecoverKubeadmStaticPods(t *testing.T) {
-	etcd := []string{etcdtest.EtcdmedicBinary(t), "etcd"}
 	root := t.TempDir()
-	var ms []master
-	for i := 1; i <= 3; i++ {
-		ports := freePortsForTest(t, 3)
-		dir := filepath.Join(root, fmt.Sprintf("master%d", i))
-		os.MkdirAll(filepath.Join(dir, "manifests"), 0o755)
-		ms = append(ms, master{name: fmt.Sprintf("master%d", i), manifest: filepath.Join(dir, "manifests", "etcd.yaml"), dataDir: filepath.Join(dir, "var-lib-etcd"),
-			client: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), peer: fmt.Sprintf("http://127.0.0.1:%d", ports[1]), metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[2])})
-	}
-	initial := ""
-	var cli *clientv3.Client
-	for i, m := range ms {
-		if initial != "" {
-			initial += ","
-		}
-		initial += m.name + "=" + m.peer
-		state := "new"
-		var id uint64
-		if i > 0 {
-			state = "existing"
-			resp, err := retryMemberAdd(t, cli, m.peer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id = resp.Member.ID
-		}
-		writeFile(t, m.manifest, kubeadmEtcdManifest(m.name, m.dataDir, m.client, m.peer, m.metrics, initial, state))
-		startKubelet(t, m.manifest, etcd)
-		if i == 0 {
-			var err error
-			if cli, err = clientv3.New(clientv3.Config{Endpoints: []string{m.client}, DialTimeout: 5 * time.Second}); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { cli.Close() })
-			waitServing(t, m.client)
-			continue
-		}
-		promoteWhenReady(t, cli, id)
-	}
+	ms, cli := startKubeadmMasters(t, root)
 	var eps []string
 	for _, m := range ms {
 		eps = append(eps, m.client)
@@ -128,6 +90,51 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	if err != nil || len(missing) != 0 {
 		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
 	}
+}
+
+// startKubeadmMasters starts three kubeadm masters under root, etcd as static pods run by a
+// kubelet double, each manifest as kubeadm wrote it, and returns them with a client.
+func startKubeadmMasters(t *testing.T, root string) ([]master, *clientv3.Client) {
+	etcd := []string{etcdtest.EtcdmedicBinary(t), "etcd"}
+	var ms []master
+	for i := 1; i <= 3; i++ {
+		ports := freePortsForTest(t, 3)
+		dir := filepath.Join(root, fmt.Sprintf("master%d", i))
+		os.MkdirAll(filepath.Join(dir, "manifests"), 0o755)
+		ms = append(ms, master{name: fmt.Sprintf("master%d", i), manifest: filepath.Join(dir, "manifests", "etcd.yaml"), dataDir: filepath.Join(dir, "var-lib-etcd"),
+			client: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), peer: fmt.Sprintf("http://127.0.0.1:%d", ports[1]), metrics: fmt.Sprintf("http://127.0.0.1:%d", ports[2])})
+	}
+	initial := ""
+	var cli *clientv3.Client
+	for i, m := range ms {
+		if initial != "" {
+			initial += ","
+		}
+		initial += m.name + "=" + m.peer
+		state := "new"
+		var id uint64
+		if i > 0 {
+			state = "existing"
+			resp, err := retryMemberAdd(t, cli, m.peer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id = resp.Member.ID
+		}
+		writeFile(t, m.manifest, kubeadmEtcdManifest(m.name, m.dataDir, m.client, m.peer, m.metrics, initial, state))
+		startKubelet(t, m.manifest, etcd)
+		if i == 0 {
+			var err error
+			if cli, err = clientv3.New(clientv3.Config{Endpoints: []string{m.client}, DialTimeout: 5 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cli.Close() })
+			waitServing(t, m.client)
+			continue
+		}
+		promoteWhenReady(t, cli, id)
+	}
+	return ms, cli
 }
 
 // kubeadmJoinsControlPlane does for etcd what kubeadm join --control-plane does on a reset
