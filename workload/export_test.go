@@ -1,0 +1,4 @@
+package workload
+
+// OutcomeOf exposes outcomeOf to the tests.
+var OutcomeOf = outcomeOf

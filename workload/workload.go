@@ -1,0 +1,219 @@
+// Package workload runs a production-like load against an etcd cluster and records its whole
+// client history: concurrent clients doing puts, deletes, compare-and-swap transactions and
+// linearizable reads on shared keys, keys attached to leases, and watchers of the prefix. The
+// history is what package history checks for linearizability and lost writes.
+package workload
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Spec describes the load.
+type Spec struct {
+	// Prefix of every key; "" means "workload/".
+	Prefix string
+	// Clients is the number of concurrent clients, each its own connection; 0 means 8.
+	Clients int
+	// Watchers is the number of watchers of the prefix; 0 means 2.
+	Watchers int
+	// SharedKeys is how many keys all clients put, delete, swap and read; 0 means 16.
+	SharedKeys int
+	// LeaseTTL is the TTL in seconds of each client's kept-alive lease; 0 means 10.
+	LeaseTTL int64
+	// ExpiringLeaseTTL is the TTL of the leases left to expire; 0 means 3.
+	ExpiringLeaseTTL int64
+	// RequestTimeout bounds each request; 0 means 2 s.
+	RequestTimeout time.Duration
+	// Seed makes the operation mix reproducible; 0 means 1.
+	Seed uint64
+	// TLS is the client TLS config; nil means plain.
+	TLS *tls.Config
+}
+
+func (s Spec) withDefaults() Spec {
+	if s.Prefix == "" {
+		s.Prefix = "workload/"
+	}
+	if s.Clients <= 0 {
+		s.Clients = 8
+	}
+	if s.Watchers <= 0 {
+		s.Watchers = 2
+	}
+	if s.SharedKeys <= 0 {
+		s.SharedKeys = 16
+	}
+	if s.LeaseTTL <= 0 {
+		s.LeaseTTL = 10
+	}
+	if s.ExpiringLeaseTTL <= 0 {
+		s.ExpiringLeaseTTL = 3
+	}
+	if s.RequestTimeout <= 0 {
+		s.RequestTimeout = 2 * time.Second
+	}
+	if s.Seed == 0 {
+		s.Seed = 1
+	}
+	return s
+}
+
+// Workload is a running load; Stop ends it and returns its history.
+type Workload struct {
+	spec    Spec
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	clients []*clientv3.Client
+	once    sync.Once
+	history *History
+
+	mu      sync.Mutex
+	ops     []Op
+	watches []*watcher
+	leases  []*Lease
+}
+
+// Start connects spec.Clients clients and spec.Watchers watchers to endpoints and starts the
+// load, until Stop or ctx's end. The watchers start from the revision current at Start.
+func Start(ctx context.Context, endpoints []string, spec Spec) (*Workload, error) {
+	spec = spec.withDefaults()
+	nonce := make([]byte, 4)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &Workload{spec: spec, cancel: cancel, history: &History{Prefix: spec.Prefix}}
+	fail := func(err error) (*Workload, error) {
+		cancel()
+		w.closeClients()
+		return nil, err
+	}
+	for range spec.Clients + spec.Watchers {
+		cli, err := dial(endpoints, spec.TLS)
+		if err != nil {
+			return fail(err)
+		}
+		w.clients = append(w.clients, cli)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, spec.RequestTimeout)
+	resp, err := w.clients[0].Get(rctx, spec.Prefix+"workload-start")
+	rcancel()
+	if err != nil {
+		return fail(fmt.Errorf("workload start revision from %v: %w", endpoints, err))
+	}
+	w.history.Start = time.Now()
+	for i := range spec.Watchers {
+		wt := &watcher{cli: w.clients[spec.Clients+i], prefix: spec.Prefix, watch: Watch{StartRevision: resp.Header.Revision + 1}}
+		w.watches = append(w.watches, wt)
+		w.wg.Go(func() { wt.run(ctx) })
+	}
+	for i := range spec.Clients {
+		c := newClient(w, i, w.clients[i], hex.EncodeToString(nonce))
+		w.wg.Go(func() { c.run(ctx) })
+	}
+	return w, nil
+}
+
+func dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		TLS:         tlsConfig,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workload client for %v: %w", endpoints, err)
+	}
+	return cli, nil
+}
+
+// record appends one finished operation to the history.
+func (w *Workload) record(op Op) {
+	w.mu.Lock()
+	w.ops = append(w.ops, op)
+	w.mu.Unlock()
+}
+
+func (w *Workload) addLease(l *Lease) {
+	w.mu.Lock()
+	w.leases = append(w.leases, l)
+	w.mu.Unlock()
+}
+
+// Stop ends the load, waits for every client and watcher (each request is bounded by the
+// request timeout) and returns the history. Leases are not revoked, so a final read still
+// sees the keys attached to them. It is safe to call more than once.
+func (w *Workload) Stop() *History {
+	w.once.Do(func() {
+		w.cancel()
+		w.wg.Wait()
+		w.closeClients()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		h := w.history
+		h.End = time.Now()
+		h.Ops = slices.Clone(w.ops)
+		for _, wt := range w.watches {
+			h.Watches = append(h.Watches, wt.watch)
+		}
+		for _, l := range w.leases {
+			h.Leases = append(h.Leases, *l)
+		}
+	})
+	return w.history
+}
+
+func (w *Workload) closeClients() {
+	for _, cli := range w.clients {
+		cli.Close()
+	}
+}
+
+// finalPageSize is how many keys each page of ReadFinal reads.
+const finalPageSize = 1000
+
+// ReadFinal reads every key under the prefix at one revision (linearizable, paged) into
+// h.Final: the state the checker holds acknowledged writes against.
+func (h *History) ReadFinal(ctx context.Context, endpoints []string, tlsConfig *tls.Config) error {
+	cli, err := dial(endpoints, tlsConfig)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	f := &Final{At: time.Now(), Keys: map[string]KeyValue{}}
+	from, end := h.Prefix, clientv3.GetPrefixRangeEnd(h.Prefix)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(finalPageSize)}
+		if f.Revision > 0 {
+			opts = append(opts, clientv3.WithRev(f.Revision))
+		}
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := cli.Get(rctx, from, opts...)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("final read of %s from %v: %w", h.Prefix, endpoints, err)
+		}
+		if f.Revision == 0 {
+			f.Revision = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			f.Keys[string(kv.Key)] = KeyValue{Value: string(kv.Value), ModRevision: kv.ModRevision}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	h.Final = f
+	return nil
+}

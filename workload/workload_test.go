@@ -1,0 +1,84 @@
+package workload_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/workload"
+)
+
+// A healthy 3-member v3.6 cluster takes the full mix from 8 clients and 2 watchers, and every
+// operation comes back recorded with its outcome.
+func TestWorkloadRecordsEveryOperationOnAHealthyCluster(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.V3_6})
+	ctx := t.Context()
+	w, err := workload.Start(ctx, c.Endpoints(), workload.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	stopAsked := time.Now()
+	h := w.Stop()
+	if took := time.Since(stopAsked); took > 3*time.Second {
+		t.Errorf("Stop took %s, want at most 3 s", took)
+	}
+	if err := h.ReadFinal(ctx, c.Endpoints(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(h.Summary())
+
+	counts := h.Counts()
+	for _, k := range []workload.Kind{workload.Put, workload.Delete, workload.CompareAndSwap, workload.Get} {
+		if counts[k][workload.OK] == 0 {
+			t.Errorf("no %s acknowledged", k)
+		}
+	}
+	clients := map[int]bool{}
+	for _, op := range h.Ops {
+		clients[op.Client] = true
+		if op.End.Before(op.Start) {
+			t.Fatalf("%v ended before it started", op)
+		}
+	}
+	if len(clients) != 8 {
+		t.Errorf("%d clients recorded operations, want 8", len(clients))
+	}
+	if len(h.Watches) != 2 {
+		t.Fatalf("%d watches, want 2", len(h.Watches))
+	}
+	for i, wt := range h.Watches {
+		if len(wt.Events) == 0 {
+			t.Errorf("watcher %d saw no event", i)
+		}
+	}
+	kept := 0
+	for _, l := range h.Leases {
+		if l.KeptAlive {
+			kept++
+		}
+	}
+	if kept != 8 || len(h.Leases) != 16 {
+		t.Errorf("%d leases, %d kept alive; want 16 and 8", len(h.Leases), kept)
+	}
+	if len(h.Final.Keys) == 0 {
+		t.Error("final read found no key")
+	}
+}
+
+// Reads change nothing, so a failed one failed; a write that timed out may have been applied.
+func TestOutcomeOfAnError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	if got := workload.OutcomeOf(workload.Get, ctx.Err()); got != workload.Failed {
+		t.Errorf("failed get: %s, want failed", got)
+	}
+	if got := workload.OutcomeOf(workload.Put, ctx.Err()); got != workload.Indeterminate {
+		t.Errorf("timed-out put: %s, want indeterminate", got)
+	}
+	if got := workload.OutcomeOf(workload.Put, nil); got != workload.OK {
+		t.Errorf("answered put: %s, want ok", got)
+	}
+}
