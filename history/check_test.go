@@ -1,0 +1,180 @@
+package history
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/workload"
+)
+
+// at is a time t0 + ms milliseconds, so hand-built histories read as timelines.
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+var t0 = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+
+func put(client int, key, value string, from, to int, rev int64) workload.Op {
+	return workload.Op{Client: client, Kind: workload.Put, Key: key, Value: value, Start: at(from), End: at(to), Outcome: workload.OK, Revision: rev}
+}
+
+func del(client int, key string, from, to int, rev int64) workload.Op {
+	return workload.Op{Client: client, Kind: workload.Delete, Key: key, Start: at(from), End: at(to), Outcome: workload.OK, Revision: rev, Deleted: 1}
+}
+
+func get(client int, key, value string, modRev int64, from, to int, rev int64) workload.Op {
+	return workload.Op{Client: client, Kind: workload.Get, Key: key, Start: at(from), End: at(to), Outcome: workload.OK,
+		Revision: rev, Found: value != "", ReadValue: value, ModRevision: modRev}
+}
+
+func indeterminate(op workload.Op) workload.Op {
+	op.Outcome, op.Err, op.Revision, op.Deleted = workload.Indeterminate, "context deadline exceeded", 0, 0
+	return op
+}
+
+func final(rev int64, kvs ...any) *workload.Final {
+	f := &workload.Final{At: at(1000), Revision: rev, Keys: map[string]workload.KeyValue{}}
+	for i := 0; i < len(kvs); i += 3 {
+		f.Keys[kvs[i].(string)] = workload.KeyValue{Value: kvs[i+1].(string), ModRevision: int64(kvs[i+2].(int))}
+	}
+	return f
+}
+
+func events(start int64, evs ...workload.WatchEvent) []workload.Watch {
+	return []workload.Watch{{StartRevision: start, Events: evs}}
+}
+
+func putEvent(key, value string, rev int64) workload.WatchEvent {
+	return workload.WatchEvent{Type: workload.PutEvent, Key: key, Value: value, Revision: rev}
+}
+
+// Each row is a situation a repair can leave behind, built by hand: the checker must pass the
+// clean ones and name what broke in the others.
+func TestCheckNamesTheFirstViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    workload.History
+		want Result
+		rule Rule
+	}{{
+		name: "a clean history passes",
+		h: workload.History{
+			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), get(1, "a", "v1", 2, 20, 30, 2), put(1, "a", "v2", 40, 50, 3)},
+			Watches: events(2, putEvent("a", "v1", 2), putEvent("a", "v2", 3)),
+			Final:   final(3, "a", "v2", 3),
+		},
+		want: Passed,
+	}, {
+		name: "an acknowledged write missing from the final state is lost",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 5)},
+			Final: final(3, "a", "v1", 2),
+		},
+		want: Violated, rule: LostWrite,
+	}, {
+		name: "an acknowledged delete whose key came back with its old value is undone",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2), del(1, "a", 20, 30, 3)},
+			Final: final(3, "a", "v1", 2),
+		},
+		want: Violated, rule: DeleteUndone,
+	}, {
+		name: "a read of an overwritten value after the overwrite ended is stale",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), get(1, "a", "v1", 2, 40, 50, 3)},
+			Final: final(3, "a", "v2", 3),
+		},
+		want: Violated, rule: NotLinearizable,
+	}, {
+		name: "a client that sees a lower revision after a higher one went backwards",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 5), get(0, "b", "", 0, 20, 30, 4)},
+			Final: final(5, "a", "v1", 5),
+		},
+		want: Violated, rule: RevisionWentBack,
+	}, {
+		name: "a watcher that skipped an acknowledged write's revision has a gap",
+		h: workload.History{
+			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},
+			Watches: events(2, putEvent("a", "v1", 2), putEvent("a", "v3", 4)),
+			Final:   final(4, "a", "v3", 4),
+		},
+		want: Violated, rule: WatchGap,
+	}, {
+		name: "a watcher that got an event twice across a resume has a duplicate",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3)},
+			Watches: events(2, putEvent("a", "v1", 2), workload.WatchEvent{Err: "etcdserver: no leader"},
+				putEvent("a", "v1", 2), putEvent("a", "v2", 3)),
+			Final: final(3, "a", "v2", 3),
+		},
+		want: Violated, rule: WatchDuplicate,
+	}, {
+		name: "a watcher compacted past a revision and resumed cleanly passes",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},
+			Watches: events(2, putEvent("a", "v1", 2), workload.WatchEvent{Err: "mvcc: required revision has been compacted", CompactRevision: 4},
+				putEvent("a", "v3", 4)),
+			Final: final(4, "a", "v3", 4),
+		},
+		want: Passed,
+	}, {
+		name: "a key put with a lease kept alive to the end must still be there",
+		h: workload.History{
+			Ops:    []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }()},
+			Leases: []workload.Lease{{ID: 7, TTL: 10, KeptAlive: true}},
+			Final:  final(2),
+		},
+		want: Violated, rule: LeaseKeyVanished,
+	}, {
+		name: "a key put with a lease left to expire may be gone",
+		h: workload.History{
+			Ops:    []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }()},
+			Leases: []workload.Lease{{ID: 7, TTL: 3}},
+			Final:  final(3),
+		},
+		want: Passed,
+	}, {
+		name: "an indeterminate put a later read saw took effect",
+		h: workload.History{
+			Ops:   []workload.Op{indeterminate(put(0, "a", "v1", 0, 2000, 0)), get(1, "a", "v1", 2, 2100, 2110, 2)},
+			Final: final(2, "a", "v1", 2),
+		},
+		want: Passed,
+	}, {
+		name: "an indeterminate put nobody saw may never have happened",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2), indeterminate(put(1, "a", "v2", 20, 2020, 0)), get(0, "a", "v1", 2, 2100, 2110, 2)},
+			Final: final(2, "a", "v1", 2),
+		},
+		want: Passed,
+	}, {
+		name: "a compare-and-swap that succeeded on a revision the key no longer had is not linearizable",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3),
+				{Client: 1, Kind: workload.CompareAndSwap, Key: "a", Value: "v3", ExpectModRevision: 2, Start: at(40), End: at(50), Outcome: workload.OK, Revision: 4, Succeeded: true}},
+			Final: final(4, "a", "v3", 4),
+		},
+		want: Violated, rule: NotLinearizable,
+	}, {
+		name: "without a final read the verdict is unknown, not passed",
+		h:    workload.History{Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2)}},
+		want: Unknown,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.h.Start = t0
+			v := CheckWithin(&tc.h, 5*time.Second)
+			if v.Result != tc.want {
+				t.Fatalf("verdict %s, want %s", v, tc.want)
+			}
+			if tc.want == Violated && v.Violation.Rule != tc.rule {
+				t.Fatalf("verdict %s, want rule %q", v, tc.rule)
+			}
+			if tc.want == Violated && (v.Violation.Operation == "" || v.Violation.Expected == "" || v.Violation.Seen == "") {
+				t.Fatalf("violation without operation, expected or seen: %s", v)
+			}
+			if !strings.Contains(v.String(), tc.want.String()) {
+				t.Errorf("verdict text %q does not say %s", v, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/etcdmedic/etcdmedic/workload"
+)
+
+// finalState holds every key's last acknowledged write against the final read: a put must
+// still be there (or be overwritten by a later revision), a delete must not be undone by an
+// older value, and a key put with a lease kept alive to the end must not be gone.
+func finalState(h *workload.History) []Violation {
+	last := map[string]workload.Op{}  // the acknowledged write with the highest revision
+	mayBeDeleted := map[string]bool{} // an indeterminate delete, or a lease not kept alive
+	keptAlive := map[int64]bool{}
+	for _, l := range h.Leases {
+		keptAlive[l.ID] = l.KeptAlive
+	}
+	for _, op := range h.Ops {
+		if op.Kind == workload.Delete && op.Outcome == workload.Indeterminate {
+			mayBeDeleted[op.Key] = true
+		}
+		if op.Lease != 0 && !keptAlive[op.Lease] {
+			mayBeDeleted[op.Key] = true
+		}
+		if op.Wrote() && op.Revision > last[op.Key].Revision {
+			last[op.Key] = op
+		}
+	}
+	keys := make([]string, 0, len(last))
+	for k := range last {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var found []Violation
+	for _, k := range keys {
+		if v, bad := judgeKey(last[k], h.Final, mayBeDeleted[k]); bad {
+			found = append(found, v)
+		}
+	}
+	return found
+}
+
+// judgeKey compares the last acknowledged write w of a key with the final read.
+func judgeKey(w workload.Op, final *workload.Final, mayBeDeleted bool) (Violation, bool) {
+	kv, present := final.Keys[w.Key]
+	seen := fmt.Sprintf("absent at revision %d", final.Revision)
+	if present {
+		seen = fmt.Sprintf("%q mod_revision %d at revision %d", kv.Value, kv.ModRevision, final.Revision)
+	}
+	v := Violation{Operation: w.String(), Seen: seen}
+	switch {
+	case w.Kind == workload.Delete:
+		v.Rule, v.Expected = DeleteUndone, fmt.Sprintf("absent, or written after revision %d", w.Revision)
+		return v, present && kv.ModRevision < w.Revision
+	case !present && mayBeDeleted:
+		return v, false
+	case !present && w.Lease != 0:
+		v.Rule, v.Expected = LeaseKeyVanished, fmt.Sprintf("%q (lease %x kept alive)", w.Value, w.Lease)
+		return v, true
+	case !present:
+		v.Rule, v.Expected = LostWrite, fmt.Sprintf("%q or a later write", w.Value)
+		return v, true
+	}
+	v.Rule, v.Expected = LostWrite, fmt.Sprintf("%q at mod_revision %d, or a later write", w.Value, w.Revision)
+	return v, kv.ModRevision < w.Revision || (kv.ModRevision == w.Revision && kv.Value != w.Value)
+}

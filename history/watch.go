@@ -1,0 +1,78 @@
+package history
+
+import (
+	"fmt"
+
+	"github.com/etcdmedic/etcdmedic/workload"
+)
+
+// watchEvents checks each watcher: events in revision order with no repeat, and, between its
+// start revision and the last revision it saw, the event of every acknowledged write (unless
+// a compaction error said those revisions were gone, and the watch resumed after it).
+func watchEvents(h *workload.History) []Violation {
+	var found []Violation
+	for i, w := range h.Watches {
+		if v, bad := watchOrder(i, w); bad {
+			found = append(found, v)
+			continue
+		}
+		if v, bad := watchGap(i, w, h.Ops); bad {
+			found = append(found, v)
+		}
+	}
+	return found
+}
+
+type keyRevision struct {
+	key      string
+	revision int64
+}
+
+func watchOrder(i int, w workload.Watch) (Violation, bool) {
+	seen := map[keyRevision]bool{}
+	var last int64
+	for _, e := range w.Events {
+		if e.Err != "" {
+			continue
+		}
+		kr := keyRevision{e.Key, e.Revision}
+		if seen[kr] || e.Revision < last {
+			return Violation{
+				Rule:      WatchDuplicate,
+				Operation: fmt.Sprintf("watcher %d: %s %s at revision %d", i, e.Type, e.Key, e.Revision),
+				Expected:  fmt.Sprintf("each event once, in revision order (last revision %d)", last),
+				Seen:      fmt.Sprintf("revision %d again or out of order", e.Revision),
+			}, true
+		}
+		seen[kr] = true
+		last = e.Revision
+	}
+	return Violation{}, false
+}
+
+func watchGap(i int, w workload.Watch, ops []workload.Op) (Violation, bool) {
+	seen := map[keyRevision]bool{}
+	var last, compacted int64
+	for _, e := range w.Events {
+		if e.Err != "" {
+			compacted = max(compacted, e.CompactRevision)
+			continue
+		}
+		seen[keyRevision{e.Key, e.Revision}] = true
+		last = max(last, e.Revision)
+	}
+	for _, op := range ops {
+		if !op.Wrote() || op.Revision < w.StartRevision || op.Revision < compacted || op.Revision > last {
+			continue
+		}
+		if !seen[keyRevision{op.Key, op.Revision}] {
+			return Violation{
+				Rule:      WatchGap,
+				Operation: fmt.Sprintf("watcher %d, for %s", i, op),
+				Expected:  fmt.Sprintf("an event for %s at revision %d", op.Key, op.Revision),
+				Seen:      fmt.Sprintf("no such event, though the watcher reached revision %d", last),
+			}, true
+		}
+	}
+	return Violation{}, false
+}
