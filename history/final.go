@@ -54,6 +54,9 @@ func judgeKey(w workload.Op, final *workload.Final, mayBeDeleted bool) (Violatio
 	case w.Kind == workload.Delete:
 		v.Rule, v.Expected = DeleteUndone, fmt.Sprintf("absent, or written after revision %d", w.Revision)
 		return v, present && kv.ModRevision < w.Revision
+	case !present && final.Revision < w.Revision: // the whole store is older than the write
+		v.Rule, v.Expected = LostWrite, fmt.Sprintf("%q, in a store at least at revision %d", w.Value, w.Revision)
+		return v, true
 	case !present && mayBeDeleted:
 		return v, false
 	case !present && w.Lease != 0:
