@@ -45,6 +45,8 @@ type Result struct {
 	Dir       string  `json:"dir"`
 	// Skipped says why the drill could not run here (it is then neither passed nor failed).
 	Skipped string `json:"skipped,omitempty"`
+	// Checked is the workload's history and the checker's verdict, for drills that run it.
+	Checked *Checked `json:"checked,omitempty"`
 	// PowerCut is set by the power-cut drill.
 	PowerCut *PowerCut `json:"powerCut,omitempty"`
 }
@@ -115,7 +117,7 @@ func Run(ctx context.Context, d Drill, env Env) (*Result, error) {
 	if !rec.repair.IsZero() && res.RepairSec == 0 {
 		res.RepairSec = time.Since(rec.repair).Seconds()
 	}
-	res.Passed = err == nil && res.Lost == 0 && res.Acked > 0
+	res.Passed = err == nil && res.Lost == 0 && res.Acked > 0 && (res.Checked == nil || res.Checked.Passed)
 	return res, err
 }
 

@@ -31,6 +31,11 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	defer cli.Close()
+	w, err := r.startWorkload(ctx, sb)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
 	time.Sleep(2 * time.Second)
 	m3, _ := sb.Member("m3")
 	sb.KillMember("m3")
@@ -44,6 +49,10 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	time.Sleep(time.Second)
 
 	if err := r.recoverQuorum(ctx, env, sb, rt); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second) // the workload goes on against the repaired cluster
+	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}
 	return r.count(ctx, sb.Endpoints())

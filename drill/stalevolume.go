@@ -69,20 +69,26 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	r.say("replacement m3 started on the reused volume")
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, _, ok := local.FindProcess(volume); !ok {
+	// It fails as removed once it has replayed its log and heard from the cluster.
+	var logText []byte
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if logText, _ = os.ReadFile(local.LogFile(volume)); strings.Contains(string(logText), "removed") {
 			break
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
 	rt.Stop(ctx, spec)
-	logText, _ := os.ReadFile(local.LogFile(volume))
 	if !strings.Contains(string(logText), "removed") {
 		return fmt.Errorf("the stale member did not fail as removed; see %s", local.LogFile(volume))
 	}
 	r.say("without etcdmedic: it exits, \"the member has been permanently removed from the cluster\" (crash loop)")
 
+	// The repair runs under the workload: the cluster serves it while guard works.
+	w, err := r.startWorkload(ctx, sb)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	time.Sleep(time.Second)
 	r.repair = time.Now()
 	conn := cluster.DefaultConn()
 	conn.Endpoints, conn.CommandTimeout = sb.Endpoints(), 2*time.Second
@@ -110,5 +116,9 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return fmt.Errorf("quarantine does not verify: %w", err)
 	}
 	r.say("quarantine verified against its manifest")
+	time.Sleep(7 * time.Second) // the workload goes on against the repaired cluster
+	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
+		return err
+	}
 	return r.count(ctx, sb.Endpoints())
 }

@@ -1,0 +1,64 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/history"
+	"github.com/etcdmedic/etcdmedic/sandbox"
+	"github.com/etcdmedic/etcdmedic/workload"
+)
+
+// Checked is what the production-like workload did during a drill and the checker's verdict
+// on its whole history.
+type Checked struct {
+	Acked         int     `json:"acked"`
+	Failed        int     `json:"failed"`
+	Indeterminate int     `json:"indeterminate"`
+	OpsPerSec     float64 `json:"opsPerSecond"`
+	WatchEvents   int     `json:"watchEvents"`
+	// Verdict is "passed", or what was violated first, or why it could not be told.
+	Verdict string `json:"verdict"`
+	Passed  bool   `json:"passed"`
+}
+
+// startWorkload runs the workload of 8 clients (puts, deletes, compare-and-swaps, gets,
+// leases) and 2 watchers on the sandbox for the whole drill.
+func (r *recorder) startWorkload(ctx context.Context, sb *sandbox.Sandbox) (*workload.Workload, error) {
+	w, err := workload.Start(ctx, sb.Endpoints(), workload.Spec{Prefix: "drill/workload/"})
+	if err != nil {
+		return nil, fmt.Errorf("start the workload: %w", err)
+	}
+	r.say("workload started: 8 clients (puts, deletes, compare-and-swaps, linearizable gets, leases) and 2 watchers, every operation recorded")
+	return w, nil
+}
+
+// judge stops the workload, reads what the repaired cluster holds and checks the whole history:
+// linearizable, nothing acknowledged lost or undone, revisions and watches in order, lease keys
+// kept with their leases.
+func (r *recorder) judge(ctx context.Context, w *workload.Workload, endpoints []string) error {
+	h := w.Stop()
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := h.ReadFinal(rctx, endpoints, nil); err != nil {
+		return fmt.Errorf("read the repaired cluster's keys: %w", err)
+	}
+	v := history.Check(h)
+	c := &Checked{Verdict: v.String(), Passed: v.Result == history.Passed}
+	for _, byOutcome := range h.Counts() {
+		c.Acked += byOutcome[workload.OK]
+		c.Failed += byOutcome[workload.Failed]
+		c.Indeterminate += byOutcome[workload.Indeterminate]
+	}
+	if d := h.End.Sub(h.Start).Seconds(); d > 0 {
+		c.OpsPerSec = float64(c.Acked) / d
+	}
+	for _, wt := range h.Watches {
+		c.WatchEvents += len(wt.Events)
+	}
+	r.result.Checked = c
+	r.say("workload: %d operations acknowledged (%.0f/s), %d failed, %d indeterminate, %d watch events", c.Acked, c.OpsPerSec, c.Failed, c.Indeterminate, c.WatchEvents)
+	r.say("history checker: %s", c.Verdict)
+	return nil
+}
