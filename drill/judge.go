@@ -18,6 +18,11 @@ type Checked struct {
 	Indeterminate int     `json:"indeterminate"`
 	OpsPerSec     float64 `json:"opsPerSecond"`
 	WatchEvents   int     `json:"watchEvents"`
+	// WriteOutageSec is the longest time the clients went without an acknowledged write, and
+	// when it began and ended on the drill's clock.
+	WriteOutageSec   float64 `json:"writeOutageSeconds"`
+	WriteOutageFrom  float64 `json:"writeOutageFromSeconds"`
+	WriteOutageUntil float64 `json:"writeOutageUntilSeconds"`
 	// Verdict is "passed", or what was violated first, or why it could not be told.
 	Verdict string `json:"verdict"`
 	Passed  bool   `json:"passed"`
@@ -57,8 +62,13 @@ func (r *recorder) judge(ctx context.Context, w *workload.Workload, endpoints []
 	for _, wt := range h.Watches {
 		c.WatchEvents += len(wt.Events)
 	}
+	if from, to := h.WriteOutage(); !from.IsZero() {
+		c.WriteOutageSec = to.Sub(from).Seconds()
+		c.WriteOutageFrom, c.WriteOutageUntil = from.Sub(r.start).Seconds(), to.Sub(r.start).Seconds()
+	}
 	r.result.Checked = c
 	r.say("workload: %d operations acknowledged (%.0f/s), %d failed, %d indeterminate, %d watch events", c.Acked, c.OpsPerSec, c.Failed, c.Indeterminate, c.WatchEvents)
+	r.say("write outage: %.1fs without an acknowledged write (t+%.1fs to t+%.1fs)", c.WriteOutageSec, c.WriteOutageFrom, c.WriteOutageUntil)
 	r.say("history checker: %s", c.Verdict)
 	return nil
 }

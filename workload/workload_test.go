@@ -82,3 +82,20 @@ func TestOutcomeOfAnError(t *testing.T) {
 		t.Errorf("answered put: %s, want ok", got)
 	}
 }
+
+func TestWriteOutageIsTheLongestGapBetweenAcknowledgedWrites(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	h := &workload.History{Ops: []workload.Op{
+		{Kind: workload.Put, Outcome: workload.OK, End: at(0)},
+		{Kind: workload.Put, Outcome: workload.OK, End: at(100)},
+		{Kind: workload.Put, Outcome: workload.Indeterminate, End: at(2000)},
+		{Kind: workload.Get, Outcome: workload.OK, End: at(2500)}, // a read is not a write
+		{Kind: workload.CompareAndSwap, Outcome: workload.OK, End: at(3100)},
+		{Kind: workload.Delete, Outcome: workload.OK, End: at(3200)},
+	}}
+	from, to := h.WriteOutage()
+	if !from.Equal(at(100)) || !to.Equal(at(3100)) {
+		t.Fatalf("outage %s to %s, want 100 ms to 3100 ms", from.Sub(t0), to.Sub(t0))
+	}
+}

@@ -9,7 +9,7 @@ import (
 func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DRILL\tREPAIR\tTIME TO REPAIR\tACKED WRITES\tLOST\tWORKLOAD OPS\tHISTORY\tRESULT")
+	fmt.Fprintln(tw, "DRILL\tREPAIR\tTIME TO REPAIR\tACKED WRITES\tLOST\tWORKLOAD OPS\tWRITE OUTAGE\tHISTORY\tRESULT")
 	for _, d := range r.Results {
 		result := "PASSED"
 		switch {
@@ -18,11 +18,11 @@ func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 		case !d.Passed:
 			result = "FAILED"
 		}
-		ops, verdict := "-", "-"
+		ops, outage, verdict := "-", "-", "-"
 		if c := d.Checked; c != nil {
-			ops, verdict = fmt.Sprintf("%d (%.0f/s)", c.Acked, c.OpsPerSec), c.Verdict
+			ops, outage, verdict = fmt.Sprintf("%d (%.0f/s)", c.Acked, c.OpsPerSec), fmt.Sprintf("%.1fs", c.WriteOutageSec), c.Verdict
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%d\t%d\t%s\t%s\t%s\n", d.Drill, orDash(d.Repair), d.RepairSec, d.Acked, d.Lost, ops, verdict, result)
+		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Drill, orDash(d.Repair), d.RepairSec, d.Acked, d.Lost, ops, outage, verdict, result)
 	}
 	return tw.Flush()
 }
