@@ -15,16 +15,17 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// writeLog writes a member's WAL with entries 1..last of term 2, and a HardState committing
-// only up to commit: what a follower holds after a power cut dropped its unsynced commit index.
-func writeLog(t *testing.T, last, commit uint64) string {
+// writeMemberWAL writes the WAL of member 1 of cluster 7 with the entries given (index 1, 2,
+// ...), one at a time, each followed by a HardState whose commit index reaches commit: what a
+// follower holds after a power cut dropped its unsynced commit index.
+func writeMemberWAL(t *testing.T, ents []*raftpb.Entry, commit uint64) string {
 	t.Helper()
 	dataDir := t.TempDir()
 	walDir := filepath.Join(dataDir, "member", "wal")
 	if err := os.MkdirAll(filepath.Join(dataDir, "member", "snap"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	node, cluster := uint64(1), uint64(2)
+	node, cluster := uint64(1), uint64(7)
 	meta, err := proto.Marshal(&etcdserverpb.Metadata{NodeID: &node, ClusterID: &cluster})
 	if err != nil {
 		t.Fatal(err)
@@ -33,19 +34,36 @@ func writeLog(t *testing.T, last, commit uint64) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ents []*raftpb.Entry
-	for i := uint64(1); i <= last; i++ {
-		index, term := i, uint64(2)
-		ents = append(ents, &raftpb.Entry{Index: &index, Term: &term, Data: []byte("put")})
-	}
-	term, vote := uint64(2), uint64(1)
-	if err := w.Save(&raftpb.HardState{Term: &term, Vote: &vote, Commit: &commit}, ents); err != nil {
-		t.Fatal(err)
+	for i, e := range ents {
+		index, vote, c := uint64(i+1), uint64(1), min(uint64(i+1), commit)
+		e.Index = &index
+		if err := w.Save(&raftpb.HardState{Term: e.Term, Vote: &vote, Commit: &c}, []*raftpb.Entry{e}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return dataDir
+}
+
+// puts are entries of the terms given, each a put.
+func puts(terms ...uint64) []*raftpb.Entry {
+	var ents []*raftpb.Entry
+	for _, term := range terms {
+		ents = append(ents, &raftpb.Entry{Term: &term, Data: []byte("put")})
+	}
+	return ents
+}
+
+// writeLog writes a log of last puts of term 2, committed up to commit.
+func writeLog(t *testing.T, last, commit uint64) string {
+	t.Helper()
+	terms := make([]uint64, last)
+	for i := range terms {
+		terms[i] = 2
+	}
+	return writeMemberWAL(t, puts(terms...), commit)
 }
 
 func readCommit(t *testing.T, dataDir string) (commit uint64, entries int) {
@@ -108,39 +126,10 @@ func TestCommitWholeLogRepairsATornTail(t *testing.T) {
 	}
 }
 
-// writeTerms writes a member's WAL with one entry per term given (index 1, 2, ...), the
-// commit index reaching commit.
-func writeTerms(t *testing.T, terms []uint64, commit uint64) string {
-	t.Helper()
-	dataDir := t.TempDir()
-	walDir := filepath.Join(dataDir, "member", "wal")
-	if err := os.MkdirAll(filepath.Join(dataDir, "member", "snap"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	node, cluster := uint64(1), uint64(2)
-	meta, _ := proto.Marshal(&etcdserverpb.Metadata{NodeID: &node, ClusterID: &cluster})
-	w, err := wal.Create(zap.NewNop(), walDir, meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// One entry at a time, each followed by a HardState, as a follower writes them.
-	for i, term := range terms {
-		index, term, vote, c := uint64(i+1), term, uint64(1), min(uint64(i+1), commit)
-		e := &raftpb.Entry{Index: &index, Term: &term, Data: []byte("put")}
-		if err := w.Save(&raftpb.HardState{Term: &term, Vote: &vote, Commit: &c}, []*raftpb.Entry{e}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dataDir
-}
-
 // A WAL whose term goes down (entries 9 and 10 of term 1 after term 3) is not a raft log from
 // entry 9 on: inspect stops there, the survivor's log is cut before it, and the rest committed.
 func TestAnInvalidLogTailIsCutThenCommitted(t *testing.T) {
-	dataDir := writeTerms(t, []uint64{2, 2, 2, 2, 3, 3, 3, 3, 1, 1}, 5)
+	dataDir := writeMemberWAL(t, puts(2, 2, 2, 2, 3, 3, 3, 3, 1, 1), 5)
 	from, where, err := cutInvalidTail(dataDir)
 	if err != nil || from != 9 || where == "" {
 		t.Fatalf("cut from %d (%s, %v), want from entry 9", from, where, err)

@@ -2,11 +2,10 @@ package recovery
 
 import (
 	"encoding/json"
-	"os"
+	"fmt"
 	"path/filepath"
 	"testing"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
@@ -19,44 +18,21 @@ import (
 // the commit index at commit.
 func writeBootstrappedLog(t *testing.T, last, commit uint64) string {
 	t.Helper()
-	dataDir := t.TempDir()
-	walDir := filepath.Join(dataDir, "member", "wal")
-	if err := os.MkdirAll(filepath.Join(dataDir, "member", "snap"), 0o700); err != nil {
-		t.Fatal(err)
+	terms := make([]uint64, last)
+	for i := range terms {
+		terms[i] = 2
 	}
-	node, clusterID := uint64(1), uint64(7)
-	meta, err := proto.Marshal(&etcdserverpb.Metadata{NodeID: &node, ClusterID: &clusterID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wal.Create(zap.NewNop(), walDir, meta)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ents []*raftpb.Entry
-	for i := uint64(1); i <= last; i++ {
-		index, term := i, uint64(2)
-		e := &raftpb.Entry{Index: &index, Term: &term, Data: []byte("put")}
-		if i <= 3 {
-			id := i
-			ctx, _ := json.Marshal(map[string]any{"id": id, "peerURLs": []string{"http://127.0.0.1:238" + string(rune('0'+i))}})
-			cc := &raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: &id, Context: ctx}
-			data, err := proto.Marshal(cc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.Type, e.Data = raftpb.EntryConfChange.Enum(), data
+	ents := puts(terms...)
+	for i := range uint64(3) {
+		id := i + 1
+		ctx, _ := json.Marshal(map[string]any{"id": id, "peerURLs": []string{fmt.Sprintf("http://127.0.0.1:238%d", id)}})
+		data, err := proto.Marshal(&raftpb.ConfChange{Type: raftpb.ConfChangeAddNode.Enum(), NodeId: &id, Context: ctx})
+		if err != nil {
+			t.Fatal(err)
 		}
-		ents = append(ents, e)
+		ents[i].Type, ents[i].Data = raftpb.EntryConfChange.Enum(), data
 	}
-	term, vote := uint64(2), uint64(1)
-	if err := w.Save(&raftpb.HardState{Term: &term, Vote: &vote, Commit: &commit}, ents); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return dataDir
+	return writeMemberWAL(t, ents, commit)
 }
 
 // What etcd reads at its next start: the ConfChanges after the puts, and the commit index.
