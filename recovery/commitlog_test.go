@@ -66,7 +66,8 @@ func writeLog(t *testing.T, last, commit uint64) string {
 	return writeMemberWAL(t, puts(terms...), commit)
 }
 
-func readCommit(t *testing.T, dataDir string) (commit uint64, entries int) {
+// readWAL reads the WAL as etcd will at its next start, with etcd's own wal package.
+func readWAL(t *testing.T, dataDir string) (*raftpb.HardState, []*raftpb.Entry) {
 	t.Helper()
 	r, err := wal.OpenForRead(zap.NewNop(), filepath.Join(dataDir, "member", "wal"), &walpb.Snapshot{})
 	if err != nil {
@@ -77,6 +78,12 @@ func readCommit(t *testing.T, dataDir string) (commit uint64, entries int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, ents
+}
+
+func readCommit(t *testing.T, dataDir string) (commit uint64, entries int) {
+	t.Helper()
+	st, ents := readWAL(t, dataDir)
 	return st.GetCommit(), len(ents)
 }
 

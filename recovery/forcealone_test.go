@@ -3,13 +3,9 @@ package recovery
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"testing"
 
-	"go.etcd.io/etcd/server/v3/storage/wal"
-	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
-	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -38,15 +34,7 @@ func writeBootstrappedLog(t *testing.T, last, commit uint64) string {
 // What etcd reads at its next start: the ConfChanges after the puts, and the commit index.
 func readTail(t *testing.T, dataDir string) (commit uint64, changes []string) {
 	t.Helper()
-	r, err := wal.OpenForRead(zap.NewNop(), filepath.Join(dataDir, "member", "wal"), &walpb.Snapshot{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	_, st, ents, err := r.ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ents := readWAL(t, dataDir)
 	for _, e := range ents[3:] {
 		if e.GetType() == raftpb.EntryConfChange {
 			var cc raftpb.ConfChange
