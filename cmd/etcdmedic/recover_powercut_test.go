@@ -270,19 +270,7 @@ func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput(); err != nil {
 		t.Fatalf("apply after the power cuts: %v\n%s", err, out)
 	}
-	var eps []string
-	for _, m := range c.Members() {
-		eps = append(eps, m.ClientURL)
-	}
-	if code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 }); code != exitOK {
-		t.Fatalf("doctor after the restore: exit %d %s", code, d.ids())
-	}
-	after, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
-	got, err := after.Get(ctx, "/registry/pods/", clientv3.WithPrefix())
+	got, err := healthyAfterRestore(t, c).Get(ctx, "/registry/pods/", clientv3.WithPrefix())
 	if err != nil || len(got.Kvs) != 2 {
 		t.Fatalf("after the restore: %v, %d keys; want the snapshot's 2", err, len(got.Kvs))
 	}

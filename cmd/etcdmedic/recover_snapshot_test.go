@@ -75,18 +75,7 @@ func TestRecoverFromSnapshotBumpsRevisions(t *testing.T) {
 		t.Fatalf("recover apply: exit %d\n%s\n%s", code, out, errOut)
 	}
 
-	var eps []string
-	for _, m := range c.Members() {
-		eps = append(eps, m.ClientURL)
-	}
-	if code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 }); code != exitOK {
-		t.Fatalf("doctor after the restore: exit %d %s", code, d.ids())
-	}
-	after, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer after.Close()
+	after := healthyAfterRestore(t, c)
 	got, err := after.Get(ctx, "/registry/pods/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -121,4 +110,23 @@ func saveSnapshot(t *testing.T, cli *clientv3.Client, path string) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// healthyAfterRestore waits until the restored cluster has three voters up and no finding, and
+// returns a client of it (closed when the test ends).
+func healthyAfterRestore(t *testing.T, c *etcdtest.Cluster) *clientv3.Client {
+	t.Helper()
+	var eps []string
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+	}
+	if code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 }); code != exitOK {
+		t.Fatalf("doctor after the restore: exit %d %s", code, d.ids())
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
 }
