@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/etcdmedic/etcdmedic/backup"
 )
 
 // Event kinds in the journal.
@@ -79,6 +81,8 @@ func (j *Journal) Record(step, event, note string, at time.Time) error {
 	if err != nil {
 		return err
 	}
+	_, statErr := os.Stat(j.path)
+	created := errors.Is(statErr, fs.ErrNotExist)
 	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("open journal: %w", err)
@@ -94,6 +98,13 @@ func (j *Journal) Record(step, event, note string, at time.Time) error {
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("sync journal: %w", err)
+	}
+	if created {
+		// A new file's name survives a power cut only once its folder is synced.
+		if err := backup.SyncDir(filepath.Dir(j.path)); err != nil {
+			f.Close()
+			return fmt.Errorf("sync the journal's folder: %w", err)
+		}
 	}
 	j.events = append(j.events, e)
 	j.torn = false

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
@@ -18,6 +20,7 @@ import (
 // restart may have run the new binary on the data already), else the plan's starting version.
 // Without that version's binary in the plan it refuses and says what to do.
 func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out io.Writer) error {
+	started := 0
 	for _, m := range a.Plan.Members {
 		if _, _, running := local.FindProcess(m.DataDir); running {
 			continue
@@ -39,8 +42,32 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out i
 		if err := (local.Runtime{Command: []string{bin}}).Start(ctx, a.spec(m)); err != nil {
 			return err
 		}
+		started++
 	}
-	return nil
+	if started == 0 {
+		return nil
+	}
+	return a.waitAllUp(ctx)
+}
+
+// waitAllUp waits until every member of the plan answers and the cluster has one leader: the
+// members just started again replay their logs and elect one before the steps go on.
+func (a *Applier) waitAllUp(ctx context.Context) error {
+	deadline := time.Now().Add(a.Timeout)
+	for {
+		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		if v.Quorum.VotersUp == len(a.Plan.Members) && len(v.Leaders) == 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the members started again after a reboot are not all up with a leader after %s: %d of %d voters up", a.Timeout, v.Quorum.VotersUp, len(a.Plan.Members))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
 }
 
 // hopStep is the step that restarts member name in hop h.
