@@ -166,24 +166,11 @@ func TestGuardFixFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 // on (the plan's v3.5.19, or the hop it had started), then finishes the upgrade, losing nothing.
 func TestUpgradeApplyFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	disk := newHostDisk(t)
-	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19, Dir: disk.mounted})
-	for _, name := range []string{"m2", "m3"} {
-		m := c.AddMember(t, name, etcdtest.AddOptions{Learner: true})
-		c.PromoteMember(t, m)
-	}
+	c := v3519WithPromotedLearnersIn(t, disk.mounted)
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 30})
 	waitAcked(t, ledger, 10)
 	planDir, backups := filepath.Join(disk.mounted, "plan"), filepath.Join(disk.mounted, "backups")
-	var eps []string
-	args := []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", backups,
-		"--etcd-binary", "v3.5.19=" + etcdtest.Binary(t, etcdtest.V3_5_19).Path,
-		"--etcd-binary", "v3.5.24=" + etcdtest.Binary(t, etcdtest.V3_5_24).Path,
-		"--etcd-binary", "v3.6.16=" + etcdtest.Binary(t, etcdtest.V3_6).Path}
-	for _, m := range c.Members() {
-		eps = append(eps, m.ClientURL)
-		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
-	}
-	args = append(args, "--endpoints", strings.Join(eps, ","))
+	args, eps := upgradePlanArgs(t, c, planDir, backups, etcdtest.V3_5_19, etcdtest.V3_5_24, etcdtest.V3_6)
 	if code, out, errOut := runCLI(t, args...); code != exitOK {
 		t.Fatalf("upgrade plan: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -14,7 +14,13 @@ import (
 // v3519WithPromotedLearners is incident 3's cluster: one v3.5.19 member, two members added as
 // learners and promoted.
 func v3519WithPromotedLearners(t *testing.T) *etcdtest.Cluster {
-	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19})
+	return v3519WithPromotedLearnersIn(t, "")
+}
+
+// v3519WithPromotedLearnersIn is v3519WithPromotedLearners with the data dirs in dir ("": a
+// temporary one).
+func v3519WithPromotedLearnersIn(t *testing.T, dir string) *etcdtest.Cluster {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19, Dir: dir})
 	for _, name := range []string{"m2", "m3"} {
 		m := c.AddMember(t, name, etcdtest.AddOptions{Learner: true})
 		c.PromoteMember(t, m)
@@ -100,15 +106,7 @@ func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 30})
 	waitAcked(t, ledger, 10)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
-	var eps []string
-	args := []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", backups,
-		"--etcd-binary", "v3.5.24=" + etcdtest.Binary(t, etcdtest.V3_5_24).Path,
-		"--etcd-binary", "v3.6.16=" + etcdtest.Binary(t, etcdtest.V3_6).Path}
-	for _, m := range c.Members() {
-		eps = append(eps, m.ClientURL)
-		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
-	}
-	args = append(args, "--endpoints", strings.Join(eps, ","))
+	args, eps := upgradePlanArgs(t, c, planDir, backups, etcdtest.V3_5_24, etcdtest.V3_6)
 	code, out, errOut := runCLI(t, args...)
 	if code != exitOK || !strings.Contains(out, "HOP 2") || !strings.Contains(out, "check: BLOCKED") {
 		t.Fatalf("upgrade plan: exit %d\n%s\n%s", code, out, errOut)
@@ -197,4 +195,18 @@ func TestDowngradePlanFromV36ToV35(t *testing.T) {
 	}
 	ledger.Stop()
 	nothingLost(t, eps, ledger)
+}
+
+// upgradePlanArgs is `upgrade plan` of c to v3.6.16 with the binaries of the versions given,
+// and the cluster's client URLs.
+func upgradePlanArgs(t *testing.T, c *etcdtest.Cluster, planDir, backups string, versions ...string) (args, eps []string) {
+	args = []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", backups}
+	for _, v := range versions {
+		args = append(args, "--etcd-binary", v+"="+etcdtest.Binary(t, v).Path)
+	}
+	for _, m := range c.Members() {
+		eps = append(eps, m.ClientURL)
+		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
+	}
+	return append(args, "--endpoints", strings.Join(eps, ",")), eps
 }
