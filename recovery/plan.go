@@ -221,6 +221,9 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 		p.Steps = append(p.Steps,
 			plan.Step{ID: "force-new-cluster", Title: tailCutNote(s) + fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
 			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)})
+	} else if s.TailCut != "" {
+		// The cut is made on the data dir itself, which is on the operator's node.
+		return nil, fmt.Errorf("%s, the survivor, runs from a printed runbook, but %s: run recover plan on %s's node, where etcdmedic can cut it", s.Name, s.TailCut, s.Name)
 	} else {
 		p.Steps = append(p.Steps,
 			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster on its node and wait until it serves writes", s.Name)},

@@ -140,3 +140,19 @@ func TestPlanRefusesABackupFolderInUse(t *testing.T) {
 		t.Fatalf("a backup folder holding m1's old backup: %v", err)
 	}
 }
+
+// A survivor whose WAL tail must be cut: the step says so on a local data dir; a survivor on
+// another node (a printed runbook) is refused, since the cut is made on the data dir itself.
+func TestPlanCutsTheSurvivorsInvalidTailOnlyWhereItCan(t *testing.T) {
+	a := assessed(t)
+	a.Candidates[0].TailCut = "its WAL is cut before entry 9 (term going down)"
+	p, err := NewPlan(a, PlanOptions{BackupDir: t.TempDir()}, time.Now())
+	if err != nil || !strings.Contains(p.Steps[2].Title, "cut before entry 9") {
+		t.Fatalf("local survivor: %v, step %q", err, p.Steps[2].Title)
+	}
+	a = assessed(t)
+	a.Candidates[0].TailCut = "its WAL is cut before entry 9 (term going down)"
+	if _, err := NewPlan(a, PlanOptions{BackupDir: t.TempDir(), Runbook: map[string]runbook.Style{"m1": runbook.Process}}, time.Now()); err == nil || !strings.Contains(err.Error(), "m1's node") {
+		t.Fatalf("runbook survivor: %v, want a refusal", err)
+	}
+}
