@@ -28,7 +28,11 @@ type Env struct {
 	// CrashFS runs a crash filesystem server (`etcdmedic internal-crashfs`), for the power-cut
 	// drill: its own process, since the drill reads the members' dbs through mmap.
 	CrashFS []string
-	Out     io.Writer
+	// Etcdmedic is etcdmedic's own binary: drills run its commands as an operator types them.
+	Etcdmedic string
+	// Naive runs the upgrade drill's in-place upgrade by hand instead of etcdmedic's.
+	Naive bool
+	Out   io.Writer
 }
 
 // Result is one drill's outcome.
@@ -49,6 +53,8 @@ type Result struct {
 	Checked *Checked `json:"checked,omitempty"`
 	// PowerCut is set by the power-cut drill.
 	PowerCut *PowerCut `json:"powerCut,omitempty"`
+	// NaiveFailure is how the in-place upgrade failed (the upgrade drill with --naive).
+	NaiveFailure string `json:"naiveFailure,omitempty"`
 }
 
 // Event is one line of a drill's timeline.
@@ -69,6 +75,7 @@ func All() []Drill {
 	return []Drill{
 		{Name: "stale-volume", Incident: "1: a replacement member starts on a reused volume that still holds a removed member's data", Run: staleVolume},
 		{Name: "quorum-loss", Incident: "2: one member wiped, a second lost: quorum gone on a 3-member cluster", Run: quorumLoss},
+		{Name: "upgrade", Incident: "3: a v3.5.19 cluster grown by promoted learners, its membership drifted, upgraded to v3.6", Run: upgradeDrill},
 		{Name: "power-cut", Incident: "2 after a power cut: the whole cluster's power cut, two members' disks lost, recovery from the third", Run: powerCut},
 	}
 }

@@ -26,16 +26,24 @@ type Checked struct {
 	// Verdict is "passed", or what was violated first, or why it could not be told.
 	Verdict string `json:"verdict"`
 	Passed  bool   `json:"passed"`
+	// Series is the workload second by second on the drill's clock, for the report's charts.
+	Series []Second `json:"series,omitempty"`
 }
 
 // startWorkload runs the workload of 8 clients (puts, deletes, compare-and-swaps, gets,
 // leases) and 2 watchers on the sandbox for the whole drill.
 func (r *recorder) startWorkload(ctx context.Context, sb *sandbox.Sandbox) (*workload.Workload, error) {
-	w, err := workload.Start(ctx, sb.Endpoints(), workload.Spec{Prefix: "drill/workload/"})
+	return r.startWorkloadOf(ctx, sb, 8)
+}
+
+// startWorkloadOf is startWorkload with more clients, for members on slow disks (each client
+// waits for each of its operations).
+func (r *recorder) startWorkloadOf(ctx context.Context, sb *sandbox.Sandbox, clients int) (*workload.Workload, error) {
+	w, err := workload.Start(ctx, sb.Endpoints(), workload.Spec{Prefix: "drill/workload/", Clients: clients})
 	if err != nil {
 		return nil, fmt.Errorf("start the workload: %w", err)
 	}
-	r.say("workload started: 8 clients (puts, deletes, compare-and-swaps, linearizable gets, leases) and 2 watchers, every operation recorded")
+	r.say("workload started: %d clients (puts, deletes, compare-and-swaps, linearizable gets, leases) and 2 watchers, every operation recorded", clients)
 	return w, nil
 }
 
@@ -66,6 +74,7 @@ func (r *recorder) judge(ctx context.Context, w *workload.Workload, endpoints []
 		c.WriteOutageSec = to.Sub(from).Seconds()
 		c.WriteOutageFrom, c.WriteOutageUntil = from.Sub(r.start).Seconds(), to.Sub(r.start).Seconds()
 	}
+	c.Series = seriesOf(h, r.start)
 	r.result.Checked = c
 	r.say("workload: %d operations acknowledged (%.0f/s), %d failed, %d indeterminate, %d watch events", c.Acked, c.OpsPerSec, c.Failed, c.Indeterminate, c.WatchEvents)
 	r.say("write outage: %.1fs without an acknowledged write (t+%.1fs to t+%.1fs)", c.WriteOutageSec, c.WriteOutageFrom, c.WriteOutageUntil)

@@ -40,10 +40,12 @@ type PowerCut struct {
 	AckedLostWithDisks int `json:"ackedLostWithDisks"`
 }
 
-// powerCutWriters is how many clients write at once, each at powerCutRate puts a second.
+// powerCutWriters is how many ledger clients write at once, each at powerCutRate puts a
+// second, beside the workload, for powerCutLoad before the cut.
 const (
-	powerCutWriters = 8
+	powerCutWriters = 4
 	powerCutRate    = 100
+	powerCutLoad    = 10 * time.Second
 )
 
 // powerCut: three members, each on its own crash filesystem, under write load; the power of
@@ -90,9 +92,21 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	}
 	defer writers.stop()
 	r.say("write load started: %d clients, %d puts/s each", powerCutWriters, powerCutRate)
-	time.Sleep(3 * time.Second)
+	w, err := r.startWorkloadOf(ctx, sb, 24) // each member syncs through FUSE: slower commits
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	time.Sleep(powerCutLoad)
 
 	leader, follower, survivor := roles(ctx, sb)
+	// The workload pauses until the survivor's log holds all it acknowledged: what only the
+	// lost disks held is gone whatever the repair (the ledger writers go on and count that).
+	w.Pause()
+	if err := waitApplied(ctx, sb, survivor, 5*time.Second); err != nil {
+		return err
+	}
+	r.say("workload paused: everything it acknowledged is in %s's log (the ledger writers go on)", survivor)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	pc := &PowerCut{Survivor: survivor, Wiped: []string{leader, follower}, Dropped: map[string]string{}, QuietMs: rng.IntN(100)}
 	r.result.PowerCut = pc
@@ -154,7 +168,47 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	if err := r.recoverQuorum(ctx, env, sb, rt); err != nil {
 		return err
 	}
+	w.Resume()
+	r.say("workload resumed on the repaired cluster")
+	time.Sleep(2 * time.Second)
+	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
+		return err
+	}
 	return r.countHeld(ctx, sb.Endpoints(), acked, disk)
+}
+
+// waitApplied waits until member's db has applied every entry the cluster's leader had
+// committed when it was called: etcd applies only entries its log has synced, so they are on
+// the member's disk.
+func waitApplied(ctx context.Context, sb *sandbox.Sandbox, member string, timeout time.Duration) error {
+	cli, err := sb.Client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	m, err := sb.Member(member)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var committed uint64
+	for _, ep := range sb.Endpoints() {
+		if st, err := cli.Status(sctx, ep); err == nil && st.Leader == st.Header.MemberId {
+			committed = st.RaftIndex
+		}
+	}
+	for {
+		st, err := cli.Status(sctx, m.ClientURL)
+		if err == nil && committed > 0 && st.RaftAppliedIndex >= committed {
+			return nil
+		}
+		select {
+		case <-sctx.Done():
+			return fmt.Errorf("%s did not apply the leader's commit index %d within %s (last: %v)", member, committed, timeout, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // roles names the leader, another member, and the member that survives the cut.

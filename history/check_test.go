@@ -126,6 +126,16 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Violated, rule: LeaseKeyVanished,
 	}, {
+		name: "a key put with a lease kept alive until the workload stopped may be gone a TTL later",
+		h: workload.History{
+			Start:  at(0),
+			End:    at(100),
+			Ops:    []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }()},
+			Leases: []workload.Lease{{ID: 7, TTL: 10, KeptAlive: true}},
+			Final:  func() *workload.Final { f := final(2); f.At = at(100 + 10_000); return f }(),
+		},
+		want: Passed,
+	}, {
 		name: "a key put with a lease left to expire may be gone",
 		h: workload.History{
 			Ops:    []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }()},

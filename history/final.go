@@ -9,19 +9,17 @@ import (
 
 // finalState holds every key's last acknowledged write against the final read: a put must
 // still be there (or be overwritten by a later revision), a delete must not be undone by an
-// older value, and a key put with a lease kept alive to the end must not be gone.
+// older value, and a key put with a lease kept alive to the end must not be gone (unless the
+// final read came a whole TTL after the keep-alives stopped with the workload).
 func finalState(h *workload.History) []Violation {
 	last := map[string]workload.Op{}  // the acknowledged write with the highest revision
 	mayBeDeleted := map[string]bool{} // an indeterminate delete, or a lease not kept alive
-	keptAlive := map[int64]bool{}
-	for _, l := range h.Leases {
-		keptAlive[l.ID] = l.KeptAlive
-	}
+	expiring := expiryFrom(h)
 	for _, op := range h.Ops {
 		if op.Kind == workload.Delete && op.Outcome == workload.Indeterminate {
 			mayBeDeleted[op.Key] = true
 		}
-		if op.Lease != 0 && !keptAlive[op.Lease] {
+		if _, may := expiring[op.Lease]; op.Lease != 0 && may {
 			mayBeDeleted[op.Key] = true
 		}
 		if op.Wrote() && op.Revision > last[op.Key].Revision {

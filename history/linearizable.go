@@ -115,22 +115,24 @@ func porcupineOps(h *workload.History) []porcupine.Operation {
 	return ops
 }
 
-// leaseExpiries models each key put with a lease that was not kept alive to the end as
-// deleted, at some unknown time after the put or never, by its lease's expiry.
+// leaseExpiries models each key put with a lease that may have expired by the final read (see
+// expiryFrom) as deleted, at some unknown time after the put and the lease's earliest expiry,
+// or never.
 func leaseExpiries(h *workload.History) []porcupine.Operation {
-	keptAlive := map[int64]bool{}
-	for _, l := range h.Leases {
-		keptAlive[l.ID] = l.KeptAlive
-	}
+	expiring := expiryFrom(h)
 	var ops []porcupine.Operation
 	for _, op := range h.Ops {
-		if op.Lease == 0 || keptAlive[op.Lease] || op.Outcome == workload.Failed {
+		from, may := expiring[op.Lease]
+		if op.Lease == 0 || !may || op.Outcome == workload.Failed {
 			continue
 		}
-		expiry := workload.Op{Client: op.Client, Kind: workload.Delete, Key: op.Key, Start: op.Start, Outcome: workload.Indeterminate,
+		if op.Start.After(from) {
+			from = op.Start
+		}
+		expiry := workload.Op{Client: op.Client, Kind: workload.Delete, Key: op.Key, Start: from, Outcome: workload.Indeterminate,
 			Err: fmt.Sprintf("lease %x expiry", op.Lease)}
 		ops = append(ops, porcupine.Operation{ClientId: op.Client, Input: kvInput{kind: workload.Delete, key: op.Key},
-			Output: kvOutput{unknown: true}, Call: op.Start.Sub(h.Start).Nanoseconds(), Return: math.MaxInt64, Metadata: expiry})
+			Output: kvOutput{unknown: true}, Call: from.Sub(h.Start).Nanoseconds(), Return: math.MaxInt64, Metadata: expiry})
 	}
 	return ops
 }

@@ -172,7 +172,12 @@ func (sb *Sandbox) initialCluster() string {
 
 // start launches one member as a detached process (its own session: it outlives etcdmedic).
 func (sb *Sandbox) start(m *Member, initialCluster, state string) error {
-	if len(sb.Command) == 0 {
+	return sb.startOn(sb.Command, m, initialCluster, state)
+}
+
+// startOn launches one member on command (binary and leading args).
+func (sb *Sandbox) startOn(command []string, m *Member, initialCluster, state string) error {
+	if len(command) == 0 {
 		return errors.New("sandbox has no etcd command")
 	}
 	log, err := os.OpenFile(m.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -180,7 +185,7 @@ func (sb *Sandbox) start(m *Member, initialCluster, state string) error {
 		return fmt.Errorf("open member log: %w", err)
 	}
 	defer log.Close()
-	args := append(append([]string{}, sb.Command[1:]...),
+	args := append(append([]string{}, command[1:]...),
 		"--name", m.Name,
 		"--data-dir", m.DataDir,
 		"--listen-client-urls", m.ClientURL,
@@ -191,7 +196,7 @@ func (sb *Sandbox) start(m *Member, initialCluster, state string) error {
 		"--initial-cluster-state", state,
 		"--initial-cluster-token", sb.Token,
 	)
-	p, err := os.StartProcess(sb.Command[0], append([]string{sb.Command[0]}, args...), &os.ProcAttr{
+	p, err := os.StartProcess(command[0], append([]string{command[0]}, args...), &os.ProcAttr{
 		Dir:   sb.Dir,
 		Files: []*os.File{nil, log, log},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
@@ -239,6 +244,12 @@ func (sb *Sandbox) KillMember(name string) error {
 
 // StartMember restarts a stopped member on its data dir.
 func (sb *Sandbox) StartMember(name string) error {
+	return sb.StartMemberOn(name, sb.Command)
+}
+
+// StartMemberOn restarts a stopped member on its data dir with another etcd command (a binary
+// swapped in place, as an operator upgrading by hand does).
+func (sb *Sandbox) StartMemberOn(name string, command []string) error {
 	m, err := sb.Member(name)
 	if err != nil {
 		return err
@@ -246,7 +257,7 @@ func (sb *Sandbox) StartMember(name string) error {
 	if m.Running() {
 		return fmt.Errorf("member %s is already running (pid %d)", name, m.PID)
 	}
-	if err := sb.start(m, sb.initialCluster(), "existing"); err != nil {
+	if err := sb.startOn(command, m, sb.initialCluster(), "existing"); err != nil {
 		return err
 	}
 	return sb.save()

@@ -41,20 +41,29 @@ func (c *client) run(ctx context.Context) {
 	c.lease = c.grant(ctx, c.w.spec.LeaseTTL, true)
 	c.expiry = c.grant(ctx, c.w.spec.ExpiringLeaseTTL, false)
 	for i := 0; ctx.Err() == nil; i++ {
-		switch r := c.rng.IntN(100); {
-		case i < expiringPuts && c.expiry != nil:
-			c.put(ctx, c.leaseKey("expiring"), c.expiry.ID)
-		case r < 25:
-			c.put(ctx, c.sharedKey(), 0)
-		case r < 33:
-			c.delete(ctx, c.sharedKey())
-		case r < 58:
-			c.compareAndSwap(ctx, c.sharedKey())
-		case r < 93:
-			c.get(ctx, c.sharedKey())
-		case c.lease != nil:
-			c.put(ctx, c.leaseKey("kept"), c.lease.ID)
+		c.w.gate.RLock() // held for one operation: Pause waits for it
+		if ctx.Err() == nil {
+			c.step(ctx, i)
 		}
+		c.w.gate.RUnlock()
+	}
+}
+
+// step is the client's i-th operation, drawn from the mix.
+func (c *client) step(ctx context.Context, i int) {
+	switch r := c.rng.IntN(100); {
+	case i < expiringPuts && c.expiry != nil:
+		c.put(ctx, c.leaseKey("expiring"), c.expiry.ID)
+	case r < 25:
+		c.put(ctx, c.sharedKey(), 0)
+	case r < 33:
+		c.delete(ctx, c.sharedKey())
+	case r < 58:
+		c.compareAndSwap(ctx, c.sharedKey())
+	case r < 93:
+		c.get(ctx, c.sharedKey())
+	case c.lease != nil:
+		c.put(ctx, c.leaseKey("kept"), c.lease.ID)
 	}
 }
 

@@ -77,6 +77,10 @@ type Workload struct {
 	once    sync.Once
 	history *History
 
+	// gate is held shared by each client for one operation; Pause holds it alone.
+	gate   sync.RWMutex
+	paused bool // under mu
+
 	mu      sync.Mutex
 	ops     []Op
 	watches []*watcher
@@ -156,6 +160,7 @@ func (w *Workload) addLease(l *Lease) {
 func (w *Workload) Stop() *History {
 	w.once.Do(func() {
 		w.cancel()
+		w.Resume()
 		w.wg.Wait()
 		w.closeClients()
 		w.mu.Lock()

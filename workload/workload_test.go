@@ -99,3 +99,38 @@ func TestWriteOutageIsTheLongestGapBetweenAcknowledgedWrites(t *testing.T) {
 		t.Fatalf("outage %s to %s, want 100 ms to 3100 ms", from.Sub(t0), to.Sub(t0))
 	}
 }
+
+// A paused workload starts no operation until it resumes, every operation in flight has ended
+// when Pause returns, and a workload stopped while paused stops.
+func TestPausedWorkloadStartsNothingUntilResumed(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	w, err := workload.Start(t.Context(), c.Endpoints(), workload.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	w.Pause()
+	pausedAt := time.Now()
+	time.Sleep(time.Second)
+	resumedAt := time.Now()
+	w.Resume()
+	time.Sleep(time.Second)
+	w.Pause()
+	stopAsked := time.Now()
+	h := w.Stop()
+	if took := time.Since(stopAsked); took > 3*time.Second {
+		t.Errorf("Stop of a paused workload took %s", took)
+	}
+	after := 0
+	for _, op := range h.Ops {
+		if op.End.After(pausedAt) && op.Start.Before(resumedAt) {
+			t.Fatalf("%v ran while the workload was paused (%s to %s)", op, pausedAt.Format(time.StampMicro), resumedAt.Format(time.StampMicro))
+		}
+		if op.Start.After(resumedAt) {
+			after++
+		}
+	}
+	if after == 0 {
+		t.Fatal("no operation after Resume")
+	}
+}

@@ -147,6 +147,13 @@ func path(ctx context.Context, t tool, version string) (string, error) {
 	return bin, nil
 }
 
+// Cached reports whether the etcd server of version is built and cached already (Path then
+// returns at once instead of building it).
+func Cached(version string) bool {
+	cache, err := CacheDir()
+	return err == nil && isBuilt(filepath.Join(cache, version, server.name))
+}
+
 func isBuilt(bin string) bool {
 	st, err := os.Stat(bin)
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
