@@ -12,7 +12,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdmedic/etcdmedic/history"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/workload"
 )
 
 const (
@@ -32,6 +34,9 @@ type stepTime struct {
 type sample struct {
 	wall  time.Duration
 	steps []stepTime
+	// outage is the longest time the workload's clients went without an acknowledged write:
+	// from the quorum loss to the first write the repaired cluster took.
+	outage time.Duration
 }
 
 // sizeResult is every run on one data set.
@@ -54,7 +59,7 @@ func measure(ctx context.Context, t tools, cfg config, set *dataSet) (sizeResult
 		if err != nil {
 			return res, fmt.Errorf("%s, run %d: %w", tool, i+1, err)
 		}
-		logf("%s %s run %d: %s", dataSetName(set), tool, i/2+1, s.wall.Round(10*time.Millisecond))
+		logf("%s %s run %d: %s, write outage %s", dataSetName(set), tool, i/2+1, s.wall.Round(10*time.Millisecond), s.outage.Round(10*time.Millisecond))
 		if tool == toolScript {
 			res.script = append(res.script, s)
 		} else {
@@ -93,9 +98,14 @@ func runOnce(ctx context.Context, t tools, cfg config, set *dataSet, tool string
 	}
 	// The incident: the cluster runs, then two members are killed; the first stays up alone,
 	// without quorum (a member restarted alone would never serve: it cannot publish itself).
-	if err := startIncident(ctx, t, set, dirs); err != nil {
+	var w *workload.Workload
+	if err := startIncident(ctx, t, set, dirs, func(eps []string) (err error) {
+		w, err = workload.Start(ctx, eps, workload.Spec{Prefix: "/outage/", Clients: outageClients})
+		return err
+	}); err != nil {
 		return sample{}, err
 	}
+	defer w.Stop()
 	var s sample
 	var err error
 	started := time.Now()
@@ -108,12 +118,41 @@ func runOnce(ctx context.Context, t tools, cfg config, set *dataSet, tool string
 	if err != nil {
 		return s, err
 	}
+	if s.outage, err = judgeWorkload(ctx, w, set); err != nil {
+		return s, err
+	}
 	return s, checkNothingLost(ctx, set)
+}
+
+// outageClients is how many workload clients measure the write outage: few, so that they
+// barely load the recovery they time.
+const outageClients = 2
+
+// judgeWorkload lets the workload run a moment on the repaired cluster, stops it, checks its
+// history (linearizable, nothing acknowledged lost) and returns its write outage.
+func judgeWorkload(ctx context.Context, w *workload.Workload, set *dataSet) (time.Duration, error) {
+	time.Sleep(time.Second)
+	h := w.Stop()
+	var eps []string
+	for _, m := range set.Members {
+		eps = append(eps, m.ClientURL)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := h.ReadFinal(rctx, eps, nil); err != nil {
+		return 0, err
+	}
+	if v := history.Check(h); v.Result != history.Passed {
+		return 0, fmt.Errorf("the workload's history: %s", v)
+	}
+	from, to := h.WriteOutage()
+	return to.Sub(from), nil
 }
 
 // startIncident starts the three members on their copies, waits until the cluster takes a
 // write, and kills the second and third.
-func startIncident(ctx context.Context, t tools, set *dataSet, dirs []string) error {
+// beforeKill runs on the healthy cluster, with its client URLs, just before the kill.
+func startIncident(ctx context.Context, t tools, set *dataSet, dirs []string, beforeKill func(eps []string) error) error {
 	var cmds []*exec.Cmd
 	var dones []<-chan error
 	for i, m := range set.Members {
@@ -135,6 +174,10 @@ func startIncident(ctx context.Context, t tools, set *dataSet, dirs []string) er
 	if err := waitWritable(ctx, cli, 2*time.Minute); err != nil {
 		return err
 	}
+	if err := beforeKill(eps); err != nil {
+		return err
+	}
+	time.Sleep(time.Second) // the workload's first second on the healthy cluster
 	for i := 1; i < len(cmds); i++ {
 		cmds[i].Process.Kill()
 		<-dones[i]

@@ -20,6 +20,14 @@ func report(w io.Writer, cfg config, results []sizeResult) {
 		fmt.Fprintf(w, "| %s | %d MiB | %s | %s | %.2f | %d of %d, every run |\n", dataset.FormatSize(r.set.TargetBytes), r.set.DataBytes>>20,
 			secs(s), secs(m), m.Seconds()/s.Seconds(), r.keysAfterEvery, r.set.Keys)
 	}
+	fmt.Fprintf(w, "\n### Write outage: quorum loss to the first write the repaired cluster took (%d workload clients, each history checked)\n\n", outageClients)
+	fmt.Fprintln(w, "| db size | manual script | etcdmedic | ratio | runs: script; etcdmedic |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
+	for _, r := range results {
+		s, m := median(outages(r.script)), median(outages(r.medic))
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s; %s |\n", dataset.FormatSize(r.set.TargetBytes), secs(s), secs(m), m.Seconds()/s.Seconds(),
+			list(outages(r.script)), list(outages(r.medic)))
+	}
 	for _, r := range results {
 		fmt.Fprintf(w, "\n### %s: median of each step (runs: script %s; etcdmedic %s)\n\n", dataset.FormatSize(r.set.TargetBytes), list(walls(r.script)), list(walls(r.medic)))
 		fmt.Fprintln(w, "| manual script step | median | etcdmedic step | median |")
@@ -36,6 +44,14 @@ func report(w io.Writer, cfg config, results []sizeResult) {
 			fmt.Fprintf(w, "| %s | %s |\n", a, b)
 		}
 	}
+}
+
+func outages(ss []sample) []time.Duration {
+	var out []time.Duration
+	for _, s := range ss {
+		out = append(out, s.outage)
+	}
+	return out
 }
 
 func walls(ss []sample) []time.Duration {
