@@ -319,7 +319,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	switch {
 	case s.ID == "stop-all":
 		for _, m := range p.Members {
-			if err := a.runtimeFor(m).Stop(ctx, a.spec(m)); err != nil {
+			if err := stoppingQuorumLost(a.runtimeFor(m)).Stop(ctx, a.spec(m)); err != nil {
 				return fmt.Errorf("stop %s: %w", m.Name, err)
 			}
 		}

@@ -212,7 +212,7 @@ func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) (stoppedB
 			p := local.Describe(held[0])
 			how = fmt.Sprintf("pid %d (%s) stopped", p.PID, p.Command)
 		}
-		if err := o.Stopper(*c).Stop(ctx, runtime.MemberSpec{Name: c.Name, DataDir: c.RealDataDir}); err != nil {
+		if err := stoppingQuorumLost(o.Stopper(*c)).Stop(ctx, runtime.MemberSpec{Name: c.Name, DataDir: c.RealDataDir}); err != nil {
 			return stopped, fmt.Errorf("%s runs on %s and could not be stopped (nothing else was changed): %w", c.Name, c.DataDir, err)
 		}
 		c.StoppedByPlan = how

@@ -114,8 +114,10 @@ step verify
 ALL=$(IFS=,; echo "${CLIENTS[*]}")
 for n in $(seq 600); do
   if ctl --endpoints="$ALL" endpoint health >/dev/null 2>&1; then
-    hashes=$(ctl --endpoints="$ALL" endpoint hashkv -w json 2>/dev/null | grep -o '"hash":[0-9]*' | sort -u | wc -l)
-    [ "$hashes" = 1 ] && break
+    # under load each member is at its own newest revision: hash them all at one the cluster has
+    rev=$(ctl --endpoints="$S" get bench/nudge -w json 2>/dev/null | grep -o '"revision":[0-9]*' | head -1 | cut -d: -f2)
+    hashed=$(ctl --endpoints="$ALL" endpoint hashkv --rev="${rev:-0}" -w json 2>/dev/null | grep -o '"hash":[0-9]*')
+    [ "$(echo "$hashed" | wc -l)" = "${#CLIENTS[@]}" ] && [ "$(echo "$hashed" | sort -u | wc -l)" = 1 ] && break
   fi
   [ "$n" = 600 ] && fail "not every endpoint is healthy with the same hashkv"
   sleep 0.2

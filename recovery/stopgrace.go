@@ -1,0 +1,26 @@
+package recovery
+
+import (
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// QuorumLostStopGrace is how long a member of a cluster that lost quorum gets between SIGTERM
+// and SIGKILL when etcdmedic stops its process. Without quorum it commits and applies nothing;
+// etcd's graceful stop then only waits, up to its request timeout (7 s by default), for client
+// streams such as the watches every kube-apiserver holds to end, while the cluster stays down.
+// Its WAL is synced for everything it acknowledged and its db is crash-safe, so the kill loses
+// nothing (the power-cut tests cut far harder).
+const QuorumLostStopGrace = time.Second
+
+// stoppingQuorumLost returns rt with QuorumLostStopGrace when it stops local processes and no
+// grace was set.
+func stoppingQuorumLost(rt runtime.Runtime) runtime.Runtime {
+	if l, ok := rt.(local.Runtime); ok && l.Grace == 0 {
+		l.Grace = QuorumLostStopGrace
+		return l
+	}
+	return rt
+}
