@@ -24,5 +24,13 @@ func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%d\t%d\t%s\t%s\t%s\t%s\n", d.Drill, orDash(d.Repair), d.RepairSec, d.Acked, d.Lost, ops, outage, verdict, result)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, d := range r.Results {
+		if d.NaiveFailure != "" {
+			fmt.Fprintf(w, "%s --naive: the in-place upgrade failed, as in incident 3: %s\n", d.Drill, d.NaiveFailure)
+		}
+	}
+	return nil
 }
