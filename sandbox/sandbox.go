@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	etcdruntime "github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 // StateFile is where a sandbox records its members, inside its directory.
@@ -68,8 +72,8 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 	if _, err := os.Stat(filepath.Join(dir, StateFile)); err == nil {
 		return nil, fmt.Errorf("%s already holds a sandbox (etcdmedic sandbox down --dir %s first)", dir, dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create sandbox dir: %w", err)
+	if err := makePrivateDir(dir); err != nil {
+		return nil, err
 	}
 	ports, err := freePorts(2 * opts.Members)
 	if err != nil {
@@ -133,10 +137,56 @@ func (sb *Sandbox) save() error {
 		return err
 	}
 	tmp := filepath.Join(sb.Dir, StateFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	f, err := openPrivate(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
+	if err != nil {
 		return err
 	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
 	return os.Rename(tmp, filepath.Join(sb.Dir, StateFile))
+}
+
+// makePrivateDir creates the sandbox dir 0700 whatever the umask: its members' logs hold their
+// command lines and its data dirs every key. An existing folder is taken only when empty, so
+// that neither its mode change nor `down --purge` reaches someone else's files.
+func makePrivateDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create sandbox dir: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("read sandbox dir: %w", err)
+	case len(ents) > 0:
+		return fmt.Errorf("%s is not empty: a sandbox needs a new or empty folder (down --purge deletes it whole)", dir)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("make sandbox dir private: %w", err)
+	}
+	return nil
+}
+
+// openPrivate opens a sandbox file 0600 whatever the umask, and whatever mode an earlier file
+// of that name had.
+func openPrivate(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("make %s private: %w", path, err)
+	}
+	return f, nil
 }
 
 // Member returns the member called name.
@@ -180,7 +230,7 @@ func (sb *Sandbox) startOn(command []string, m *Member, initialCluster, state st
 	if len(command) == 0 {
 		return errors.New("sandbox has no etcd command")
 	}
-	log, err := os.OpenFile(m.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := openPrivate(m.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("open member log: %w", err)
 	}
@@ -198,6 +248,7 @@ func (sb *Sandbox) startOn(command []string, m *Member, initialCluster, state st
 	)
 	p, err := os.StartProcess(command[0], append([]string{command[0]}, args...), &os.ProcAttr{
 		Dir:   sb.Dir,
+		Env:   etcdruntime.Environ(nil), // nothing of etcdmedic's ETCDCTL_* or ETCD_* reaches a member
 		Files: []*os.File{nil, log, log},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
 	})
@@ -208,33 +259,46 @@ func (sb *Sandbox) startOn(command []string, m *Member, initialCluster, state st
 	return p.Release()
 }
 
-// Running reports whether the member's process is alive.
+// Running reports whether the member's etcd is alive: the process sandbox.json records, checked
+// to be this member (a pid is reused, and sandbox.json is only a file).
 func (m *Member) Running() bool {
-	if m.PID <= 0 {
-		return false
-	}
-	if err := syscall.Kill(m.PID, 0); err != nil {
-		return false
-	}
-	// A zombie (exited, not yet reaped) is not running.
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.PID))
-	if err == nil {
-		if f := strings.Fields(string(b)); len(f) > 2 && f[2] == "Z" {
-			return false
-		}
-	}
-	return true
+	return m.PID > 0 && alive(m.PID) && m.isOwnProcess(m.PID)
 }
 
-// StopMember stops one member (SIGTERM, then SIGKILL after grace), keeping its data.
+// isOwnProcess reports whether pid is this member's etcd: a server started on its data dir and
+// listening on its peer URL, the flags the sandbox starts it with (no other process can listen
+// there; a tool given --data-dir has no --listen-peer-urls).
+func (m *Member) isOwnProcess(pid int) bool {
+	args := cmdline(pid)
+	return local.SamePath(flagValue(args, "--data-dir"), m.DataDir) && flagValue(args, "--listen-peer-urls") == m.PeerURL
+}
+
+// NotMemberError is a pid in sandbox.json that runs something else than the member: it is left
+// alone.
+type NotMemberError struct {
+	Member  string
+	PID     int
+	Command string
+}
+
+func (e *NotMemberError) Error() string {
+	return fmt.Sprintf("pid %d, recorded for %s in %s, is not %s's etcd (it runs %q): not signalled; %s is not running", e.PID, e.Member, StateFile, e.Member, e.Command, e.Member)
+}
+
+// StopMember stops one member (SIGTERM, then SIGKILL after grace), keeping its data. Only the
+// member's own process is signalled: a recorded pid that now runs something else is forgotten
+// and reported as a NotMemberError.
 func (sb *Sandbox) StopMember(name string, grace time.Duration) error {
 	m, err := sb.Member(name)
 	if err != nil {
 		return err
 	}
-	stopPID(m.PID, grace)
+	err = m.stop(grace)
 	m.PID = 0
-	return sb.save()
+	if serr := sb.save(); err == nil {
+		err = serr
+	}
+	return err
 }
 
 // KillMember kills one member at once (SIGKILL), like a node losing power.
@@ -263,41 +327,61 @@ func (sb *Sandbox) StartMemberOn(name string, command []string) error {
 	return sb.save()
 }
 
-// Down stops every member. Data dirs and logs stay in place.
+// Down stops every member. Data dirs and logs stay in place. A recorded pid that is not its
+// member's etcd is left alone, and reported once every member has been stopped.
 func (sb *Sandbox) Down(grace time.Duration) error {
+	var errs []error
 	for i := range sb.Members {
-		stopPID(sb.Members[i].PID, grace)
+		if err := sb.Members[i].stop(grace); err != nil {
+			errs = append(errs, err)
+		}
 		sb.Members[i].PID = 0
 	}
-	if _, err := os.Stat(sb.Dir); err != nil {
-		return nil
+	if _, err := os.Stat(sb.Dir); err == nil {
+		errs = append(errs, sb.save())
 	}
-	return sb.save()
+	return errors.Join(errs...)
 }
 
-func stopPID(pid int, grace time.Duration) {
-	if pid <= 0 {
-		return
+// stop signals the member's etcd: SIGTERM, then SIGKILL after grace (SIGKILL at once when grace
+// is 0). The process is pinned by a pidfd before it is checked, so the signal reaches the
+// process that was checked even if its pid were reused in between.
+func (m *Member) stop(grace time.Duration) error {
+	if m.PID <= 0 || !alive(m.PID) {
+		return nil
 	}
-	m := Member{PID: pid}
-	if !m.Running() {
-		return
+	p, err := pin(m.PID)
+	if err != nil {
+		return nil // exited meanwhile
+	}
+	defer p.release()
+	if !m.isOwnProcess(m.PID) {
+		if !p.alive() {
+			return nil
+		}
+		return &NotMemberError{Member: m.Name, PID: m.PID, Command: strings.Join(cmdline(m.PID), " ")}
 	}
 	sig := syscall.SIGTERM
 	if grace == 0 {
 		sig = syscall.SIGKILL
 	}
-	syscall.Kill(pid, sig)
+	if err := p.signal(sig); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return nil // exited meanwhile
+		}
+		return fmt.Errorf("signal %s's etcd (pid %d): %w", m.Name, m.PID, err)
+	}
 	deadline := time.Now().Add(grace)
-	for m.Running() && time.Now().Before(deadline) {
+	for p.alive() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if m.Running() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		for i := 0; i < 100 && m.Running(); i++ {
+	if p.alive() {
+		p.signal(syscall.SIGKILL)
+		for i := 0; i < 100 && p.alive(); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+	return nil
 }
 
 // WaitReady waits until the running members serve a linearizable read.

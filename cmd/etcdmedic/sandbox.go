@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,7 +73,8 @@ and restarted one at a time, like real nodes.`,
 				return err
 			}
 			if err := sb.Down(10 * time.Second); err != nil {
-				return err
+				// Not purged: a member that is still running keeps its data dir.
+				return failf("the members whose etcd was found were stopped; see etcdmedic sandbox status --dir "+dir, "sandbox down: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 			}
 			if purge {
 				if err := os.RemoveAll(sb.Dir); err != nil {

@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fakeMemberEnv makes this test binary a stand-in member: it sleeps, whatever its arguments.
+const fakeMemberEnv = "ETCDMEDIC_SANDBOX_FAKE_MEMBER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeMemberEnv) == "1" {
+		time.Sleep(5 * time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Which processes a member's recorded pid may be signalled as: only its own etcd, by its
+// data dir and peer URL; a planted sleep, or a process on its data dir but another peer URL,
+// is left running.
+func TestStopSignalsOnlyTheMembersOwnProcess(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "m1.etcd")
+	m := Member{Name: "m1", DataDir: dataDir, PeerURL: "http://127.0.0.1:23801"}
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		stopped bool
+	}{
+		{"the member's etcd", []string{os.Args[0], "etcd", "--name", "m1", "--data-dir", dataDir, "--listen-peer-urls", m.PeerURL}, true},
+		{"its etcd, flags with =", []string{os.Args[0], "etcd", "--data-dir=" + dataDir, "--listen-peer-urls=" + m.PeerURL}, true},
+		{"a planted sleep", []string{"sleep", "300"}, false},
+		{"another member's etcd", []string{os.Args[0], "etcd", "--data-dir", dataDir, "--listen-peer-urls", "http://127.0.0.1:23802"}, false},
+		{"a tool given the data dir", []string{os.Args[0], "guard", "--data-dir", dataDir}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(tc.argv[0], tc.argv[1:]...)
+			cmd.Env = append(os.Environ(), fakeMemberEnv+"=1")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() { cmd.Wait(); close(exited) }()
+			t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+
+			m := m
+			m.PID = cmd.Process.Pid
+			if m.Running() != tc.stopped {
+				t.Errorf("Running() = %v before the stop, want %v", m.Running(), tc.stopped)
+			}
+			err := m.stop(5 * time.Second)
+			var notMember *NotMemberError
+			if tc.stopped != (err == nil) || !tc.stopped && !errors.As(err, &notMember) {
+				t.Fatalf("stop: %v", err)
+			}
+			select {
+			case <-exited:
+				if !tc.stopped {
+					t.Fatalf("pid %d (%v) was signalled", m.PID, tc.argv)
+				}
+			case <-time.After(500 * time.Millisecond):
+				if tc.stopped {
+					t.Fatalf("the member's process still runs")
+				}
+			}
+		})
+	}
+}
+
+// A sandbox's folder and files are its owner's only, whatever the umask and whatever mode an
+// earlier file had.
+func TestSandboxFilesArePrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
+	dir := filepath.Join(t.TempDir(), "sb")
+	if err := makePrivateDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "m1.log")
+	if err := os.WriteFile(log, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := openPrivate(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sb := &Sandbox{Dir: dir}
+	if err := sb.save(); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]os.FileMode{dir: 0o700, log: 0o600, filepath.Join(dir, StateFile): 0o600} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v (%v), want %v", path, st.Mode().Perm(), err, want)
+		}
+	}
+	if err := makePrivateDir(dir); err == nil {
+		t.Errorf("a folder that is not empty was taken for a new sandbox")
+	}
+}
