@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,11 +15,17 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/guard"
 )
+
+// kindUnreadable is a Found data dir that could not be inspected.
+const kindUnreadable = "unreadable"
 
 // Found is one data dir found.
 type Found struct {
@@ -40,18 +47,28 @@ type Result struct {
 	Dirs        int      `json:"dirsVisited"`
 	Found       []Found  `json:"found"`
 	Quarantines []string `json:"quarantines"`
-	Skipped     []string `json:"skipped"` // unreadable entries, loops, with why
+	Skipped     []string `json:"skipped"` // unreadable entries and dangling links, with why
+	// Outside are the symlinks leading out of the roots, not followed (LINK -> TARGET): what
+	// is behind them was not scanned.
+	Outside []string `json:"outside"`
+	// NotEntered are the kernel's own filesystems (/proc, /sys, /dev, a procfs or sysfs
+	// mounted elsewhere): they hold no data dirs, and walking /proc walks every process's
+	// view of the whole host.
+	NotEntered []string `json:"notEntered"`
 }
 
 // Options bound a scan.
 type Options struct {
 	MaxDepth int // directories below a root; 0 means 8
 	Workers  int // data dirs inspected at once; 0 means 4
+	// FollowLinksOutside follows symlinks that lead out of the roots (never into /proc, /sys
+	// or /dev).
+	FollowLinksOutside bool
 }
 
-// Scan walks roots (following symlinks to directories, each directory once), inspects every
-// data dir it finds without descending into it, and compares each with the live view v
-// when there is one.
+// Scan walks roots (following symlinks to directories inside the roots, each directory once),
+// inspects every data dir it finds without descending into it, and compares each with the live
+// view v when there is one.
 func Scan(ctx context.Context, roots []string, v *cluster.View, opts Options) (*Result, error) {
 	if opts.MaxDepth == 0 {
 		opts.MaxDepth = 8
@@ -59,9 +76,10 @@ func Scan(ctx context.Context, roots []string, v *cluster.View, opts Options) (*
 	if opts.Workers == 0 {
 		opts.Workers = 4
 	}
-	res := &Result{Roots: roots, Found: []Found{}, Quarantines: []string{}, Skipped: []string{}}
-	w := &walker{res: res, seen: map[[2]uint64]bool{}, maxDepth: opts.MaxDepth}
-	for _, root := range roots {
+	res := &Result{Roots: roots, Found: []Found{}, Quarantines: []string{}, Skipped: []string{}, Outside: []string{}, NotEntered: []string{}}
+	w := &walker{res: res, seen: map[[2]uint64]bool{}, maxDepth: opts.MaxDepth, followOutside: opts.FollowLinksOutside}
+	reals := make([]string, len(roots))
+	for i, root := range roots {
 		st, err := os.Stat(root)
 		if err != nil {
 			return nil, fmt.Errorf("scan root %s: %w", root, err)
@@ -69,7 +87,17 @@ func Scan(ctx context.Context, roots []string, v *cluster.View, opts Options) (*
 		if !st.IsDir() {
 			return nil, fmt.Errorf("scan root %s is not a directory", root)
 		}
-		if err := w.walk(ctx, root, 0); err != nil {
+		abs, err := filepath.Abs(root)
+		if err == nil {
+			reals[i], err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("scan root %s: %w", root, err)
+		}
+		w.roots = append(w.roots, reals[i])
+	}
+	for i, root := range roots {
+		if err := w.walk(ctx, root, reals[i], 0); err != nil {
 			return nil, err
 		}
 	}
@@ -78,15 +106,22 @@ func Scan(ctx context.Context, roots []string, v *cluster.View, opts Options) (*
 }
 
 type walker struct {
-	res        *Result
-	seen       map[[2]uint64]bool
-	maxDepth   int
-	candidates []string
+	res           *Result
+	seen          map[[2]uint64]bool
+	maxDepth      int
+	followOutside bool
+	roots         []string // the roots' real paths
+	candidates    []string
 }
 
-func (w *walker) walk(ctx context.Context, dir string, depth int) error {
+// walk visits dir, whose real path (symlinks resolved) is real.
+func (w *walker) walk(ctx context.Context, dir, real string, depth int) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if kernelFS(real) {
+		w.res.NotEntered = append(w.res.NotEntered, dir)
+		return nil
 	}
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -123,17 +158,24 @@ func (w *walker) walk(ctx context.Context, dir string, depth int) error {
 			w.res.Quarantines = append(w.res.Quarantines, p)
 			continue
 		}
+		childReal := filepath.Join(real, e.Name())
 		isDir := e.IsDir()
 		if e.Type()&fs.ModeSymlink != 0 {
 			t, err := os.Stat(p)
+			if err == nil {
+				childReal, err = filepath.EvalSymlinks(p)
+			}
 			if err != nil {
 				w.skip(p, err)
 				continue
 			}
-			isDir = t.IsDir()
+			if isDir = t.IsDir(); isDir && !w.followOutside && !w.inside(childReal) && !kernelFS(childReal) {
+				w.res.Outside = append(w.res.Outside, p+" -> "+childReal)
+				continue
+			}
 		}
 		if isDir {
-			if err := w.walk(ctx, p, depth+1); err != nil {
+			if err := w.walk(ctx, p, childReal, depth+1); err != nil {
 				return err
 			}
 		}
@@ -141,17 +183,49 @@ func (w *walker) walk(ctx context.Context, dir string, depth int) error {
 	return nil
 }
 
+// inside reports whether real (a resolved path) is one of the roots or below one.
+func (w *walker) inside(real string) bool {
+	for _, r := range w.roots {
+		if real == r || strings.HasPrefix(real, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 func (w *walker) skip(p string, err error) {
 	w.res.Skipped = append(w.res.Skipped, fmt.Sprintf("%s: %v", p, err))
 }
 
-// isDataDir: etcd's --data-dir holds member/, PD's also a join file.
-func isDataDir(dir string, names map[string]bool) bool {
-	if names["join"] {
-		// PD's join file: a small regular file (a "join/" folder is someone else's).
-		if st, err := os.Lstat(filepath.Join(dir, "join")); err == nil && st.Mode().IsRegular() && st.Size() < 1<<20 {
+// kernelDirs are never entered, even with / as a root.
+var kernelDirs = []string{"/proc", "/sys", "/dev"}
+
+// kernelFSTypes are the kernel's pseudo filesystems, wherever they are mounted (a container's
+// or chroot's own /proc).
+var kernelFSTypes = map[int64]bool{
+	unix.PROC_SUPER_MAGIC: true, unix.SYSFS_MAGIC: true, unix.CGROUP_SUPER_MAGIC: true, unix.CGROUP2_SUPER_MAGIC: true,
+	unix.DEBUGFS_MAGIC: true, unix.TRACEFS_MAGIC: true, unix.SECURITYFS_MAGIC: true, unix.BPF_FS_MAGIC: true,
+	unix.DEVPTS_SUPER_MAGIC: true, unix.PSTOREFS_MAGIC: true, unix.EFIVARFS_MAGIC: true, unix.BINFMTFS_MAGIC: true,
+	unix.SELINUX_MAGIC: true,
+}
+
+// kernelFS reports whether real (a resolved path) is /proc, /sys, /dev or below, or on one of
+// the kernel's pseudo filesystems.
+func kernelFS(real string) bool {
+	for _, d := range kernelDirs {
+		if real == d || strings.HasPrefix(real, d+"/") {
 			return true
 		}
+	}
+	var st unix.Statfs_t
+	return unix.Statfs(real, &st) == nil && kernelFSTypes[int64(st.Type)]
+}
+
+// isDataDir: etcd's --data-dir holds member/ with WAL segments; PD's may hold only its join
+// file (a PD that will trust it and skip joining).
+func isDataDir(dir string, names map[string]bool) bool {
+	if names["join"] && isPDJoin(filepath.Join(dir, "join")) {
+		return true
 	}
 	if !names["member"] {
 		return false
@@ -166,6 +240,35 @@ func isDataDir(dir string, names map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// maxPDJoin bounds a PD join file: one initial-cluster string.
+const maxPDJoin = 64 << 10
+
+// isPDJoin reports whether path is a PD join file: a small regular file holding an
+// initial-cluster string, name=http(s)://host:port pairs. A folder's "join" is someone
+// else's, and so is /usr/bin/join (coreutils), which a scan of / must not call a PD dir.
+func isPDJoin(path string) bool {
+	st, err := os.Lstat(path)
+	if err != nil || !st.Mode().IsRegular() || st.Size() == 0 || st.Size() > maxPDJoin {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !utf8.Valid(b) {
+		return false
+	}
+	pairs := strings.Split(strings.TrimSpace(string(b)), ",")
+	for _, pair := range pairs {
+		name, peer, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || name == "" || strings.ContainsAny(name, " \t\x00") {
+			return false
+		}
+		u, err := url.Parse(peer)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return false
+		}
+	}
+	return true
 }
 
 func inspectAll(ctx context.Context, res *Result, dirs []string, v *cluster.View, workers int) {
@@ -199,7 +302,7 @@ func inspectOne(dir string, v *cluster.View) Found {
 	}
 	r, err := datadir.Inspect(dir, datadir.Options{})
 	if err != nil {
-		f.Kind = "unreadable"
+		f.Kind = kindUnreadable
 		f.Error = err.Error()
 		if errors.Is(err, datadir.ErrLocked) {
 			f.Kind, f.InUse = datadir.KindEtcdMember, true
@@ -245,4 +348,16 @@ func (r *Result) Stale() bool {
 		}
 	}
 	return false
+}
+
+// Partial lists what the scan could not look into, so that a data dir may be there unseen:
+// skipped entries, links leading outside the roots, data dirs it could not read.
+func (r *Result) Partial() []string {
+	out := append(append([]string{}, r.Skipped...), r.Outside...)
+	for _, f := range r.Found {
+		if f.Kind == kindUnreadable {
+			out = append(out, f.Path+": "+f.Error)
+		}
+	}
+	return out
 }

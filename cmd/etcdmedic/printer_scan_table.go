@@ -34,6 +34,12 @@ func (tablePrinter) Scan(w io.Writer, r *scan.Result) error {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "skipped: %s\n", s)
 	}
+	for _, s := range r.Outside {
+		fmt.Fprintf(w, "outside the scanned paths, not followed: %s\n", s)
+	}
+	for _, s := range r.NotEntered {
+		fmt.Fprintf(w, "not entered (a kernel filesystem): %s\n", s)
+	}
 	for _, f := range r.Found {
 		if f.Verdict != nil && !f.Verdict.Safe {
 			fmt.Fprintf(w, "%s: %s: %s\n", f.Verdict.Class, f.Path, f.Verdict.Reason)

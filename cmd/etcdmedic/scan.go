@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,12 +16,17 @@ func newScanCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "scan PATH...",
 		Short: "Find every etcd or PD data dir under PATHs (say, a node's local-volume roots) and say whose it is",
-		Long: `Walks each PATH (following symlinks, each directory once, so loops end), lists every etcd or PD
-data dir with its identity (cluster ID, member ID, name, last raft index, last write), and with
---endpoints whether the live cluster still claims it (VALID), or it is stale (FOREIGN, REMOVED,
-MISMATCHED). Unreadable entries are listed and skipped. It never writes.
+		Long: `Walks each PATH (following symlinks inside the PATHs, each directory once, so loops end), lists
+every etcd or PD data dir with its identity (cluster ID, member ID, name, last raft index, last
+write), and with --endpoints whether the live cluster still claims it (VALID), or it is stale
+(FOREIGN, REMOVED, MISMATCHED). It never writes.
 
-Exit codes: 0 no stale data dir, 2 stale data dirs found, 3 could not run.`,
+It stays inside the PATHs: a symlink leading outside them is listed, not followed (unless
+--follow-links-outside), and /proc, /sys, /dev (and the kernel's other pseudo filesystems) are
+never entered. Unreadable entries are listed and skipped.
+
+Exit codes: 0 no stale data dir, 2 stale data dirs found, 3 could not run, or could not run
+fully: something was skipped (unreadable, a dangling link, a link leading outside), listed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var view *cluster.View
@@ -38,13 +44,29 @@ Exit codes: 0 no stale data dir, 2 stale data dirs found, 3 could not run.`,
 			if err := p.Scan(cmd.OutOrStdout(), res); err != nil {
 				return err
 			}
-			if res.Stale() {
+			if res.Stale() { // found for certain: it wins over what may be unseen
 				return verdict{code: exitCritical}
+			}
+			if partial := res.Partial(); len(partial) > 0 {
+				return failf(partialHint(res), "the scan is partial: %d path(s) not looked into (listed above), a data dir may be there", len(partial))
 			}
 			return nil
 		},
 	}
 	cf.register(cmd.Flags())
 	cmd.Flags().IntVar(&sopts.MaxDepth, "max-depth", 8, "how many directory levels below each PATH to look")
+	cmd.Flags().BoolVar(&sopts.FollowLinksOutside, "follow-links-outside", false, "also follow symlinks that lead outside the PATHs (never into /proc, /sys or /dev)")
 	return cmd
+}
+
+// partialHint says how to look into what a partial scan left out.
+func partialHint(res *scan.Result) string {
+	var hints []string
+	if len(res.Partial()) > len(res.Outside) {
+		hints = append(hints, "run as root (or the data dirs' owner) to read what was skipped")
+	}
+	if len(res.Outside) > 0 {
+		hints = append(hints, "give the links' targets as PATHs too, or --follow-links-outside")
+	}
+	return strings.Join(hints, "; ")
 }
