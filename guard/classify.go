@@ -29,6 +29,9 @@ const (
 	Mismatched Class = "MISMATCHED"
 	// Unknown: the live cluster cannot be reached or has no quorum: never guess.
 	Unknown Class = "UNKNOWN"
+	// Unreadable: the user etcdmedic runs as cannot read the data dir (or a file of it): it
+	// can neither be judged nor moved.
+	Unreadable Class = "UNREADABLE"
 )
 
 // SafeToStart is true for the classes a member may start on.
@@ -129,7 +132,7 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 }
 
 func verdict(c Class, reason string) Verdict {
-	return Verdict{Class: c, Safe: c.SafeToStart(), Movable: !c.SafeToStart() && c != Unknown, Reason: reason, Evidence: []finding.Evidence{}}
+	return Verdict{Class: c, Safe: c.SafeToStart(), Movable: !c.SafeToStart() && c != Unknown && c != Unreadable, Reason: reason, Evidence: []finding.Evidence{}}
 }
 
 // anyHealthy is true when some member served a linearizable read.

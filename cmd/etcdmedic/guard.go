@@ -56,13 +56,15 @@ inspects the data dir offline, probes the live cluster, and classifies the data 
   REMOVED     same cluster, but this member was removed
   MISMATCHED  the member is live, but its name or peer URLs are another member's
   UNKNOWN     the live cluster cannot be reached or has no quorum: etcdmedic never guesses
+  UNREADABLE  etcdmedic cannot read the data dir as the user it runs as: nothing judged or moved
 
 With --fix, a data dir that is not EMPTY or VALID is quarantined: its contents (a PD join file
 included) move aside on the same filesystem, with a checksum manifest and the inspect report,
 never deleted. With --rejoin the member is then added back as a learner; with --start it is also
 started (as a local process), and promoted once caught up.
 
-Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN or could not run.`,
+Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN, UNREADABLE or could
+not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.dataDir == "" {
@@ -88,7 +90,7 @@ Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN or cou
 				return err
 			}
 			switch {
-			case res.Verdict.Class == guard.Unknown:
+			case res.Verdict.Class == guard.Unknown, res.Verdict.Class == guard.Unreadable:
 				return verdict{code: exitFailed}
 			case res.Joined != nil:
 				return nil
@@ -116,6 +118,16 @@ Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN or cou
 
 func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResult, error) {
 	res := &guardResult{DataDir: o.dataDir, Next: []string{}}
+	// Before the lock: a run that cannot read the data dir creates nothing, not even its lock.
+	if v, ok := guard.CheckReadable(o.dataDir); !ok {
+		res.Verdict = v
+		rerun := "Run the same guard command as the data dir's owner or as root."
+		if o.fix {
+			rerun += " --fix moved nothing."
+		}
+		res.Next = append(res.Next, "Do not start etcd on this data dir and do not delete it: etcdmedic could not read it, so nothing says whose data it is.", rerun)
+		return res, nil
+	}
 	if o.fix || o.rejoin {
 		// Locked before the data dir is read: a verdict on what another run is moving or
 		// starting a member on would be stale by the time this run acts on it.
