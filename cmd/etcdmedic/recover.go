@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/recovery"
 	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -76,6 +77,10 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			}
 			if planDir == "" {
 				return failf("", "--plan-dir is required: the plan and its journal are kept there")
+			}
+			// Before any member is probed or stopped: apply will run what this folder holds.
+			if err := plan.CheckPrivate(planDir); err != nil {
+				return failf("", "--plan-dir: %v", err)
 			}
 			if err := cf.resolve(cmd.Flags()); err != nil && cmd.Flags().Changed("endpoints") {
 				return err
