@@ -17,6 +17,7 @@ require (
 	go.etcd.io/raft/v3 v3.7.0
 	go.uber.org/zap v1.27.1
 	golang.org/x/sys v0.49.0
+	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.83.2
 	google.golang.org/protobuf v1.36.11
 	sigs.k8s.io/yaml v1.6.0

@@ -5,6 +5,7 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -83,6 +84,36 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// ErrNoPassword means --user NAME came without a password, and none could be asked for.
+var ErrNoPassword = errors.New("no password for --user")
+
+// ResolveUser reads --user as etcdctl does. Without --password (or ETCDCTL_PASSWORD),
+// "NAME:PASSWORD" is split at the first colon, and a bare "NAME" gets its password from ask
+// (a no-echo prompt on a terminal); with a password given, --user is the whole name. No user,
+// no authentication: a password alone (an exported ETCDCTL_PASSWORD) is dropped.
+func (c *Conn) ResolveUser(ask func(user string) (string, error)) error {
+	switch {
+	case c.User == "":
+		c.Password = ""
+		return nil
+	case c.Password != "":
+		return nil
+	}
+	if name, password, ok := strings.Cut(c.User, ":"); ok {
+		if name == "" {
+			return fmt.Errorf("--user: no user name before the colon (want NAME:PASSWORD)")
+		}
+		c.User, c.Password = name, password
+		return nil
+	}
+	password, err := ask(c.User)
+	if err != nil {
+		return fmt.Errorf("%w %s: %w", ErrNoPassword, c.User, err)
+	}
+	c.Password = password
+	return nil
 }
 
 // Validate checks what can be checked before dialing anything.

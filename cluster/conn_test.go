@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -63,5 +64,38 @@ func TestMembershipComesFromTheMajority(t *testing.T) {
 	v := BuildView([]*Probe{mk("a", 10, "a", "b"), mk("b", 10, "a", "b"), mk("x", 99, "x")}, time.Now())
 	if len(v.Members) != 2 || len(v.Strangers) != 1 || v.Strangers[0].Endpoint != "x" {
 		t.Fatalf("members %+v strangers %+v", v.Members, v.Strangers)
+	}
+}
+
+// --user as etcdctl reads it: each row an operator's habit.
+func TestResolveUserFollowsEtcdctl(t *testing.T) {
+	noTerminal := func(string) (string, error) { return "", errors.New("not a terminal") }
+	typed := func(string) (string, error) { return "typed", nil }
+	for _, tc := range []struct {
+		name                 string
+		user, password       string
+		ask                  func(string) (string, error)
+		wantUser, wantPass   string
+		wantErr, wantNoPassw bool
+	}{
+		{name: "no auth", ask: noTerminal},
+		{name: "NAME:PASSWORD", user: "root:pw", ask: noTerminal, wantUser: "root", wantPass: "pw"},
+		{name: "a colon in the password", user: "root:p:w", ask: noTerminal, wantUser: "root", wantPass: "p:w"},
+		{name: "--password: --user is the whole name", user: "ro:ot", password: "pw", ask: noTerminal, wantUser: "ro:ot", wantPass: "pw"},
+		{name: "bare NAME on a terminal", user: "root", ask: typed, wantUser: "root", wantPass: "typed"},
+		{name: "bare NAME, no terminal", user: "root", ask: noTerminal, wantErr: true, wantNoPassw: true},
+		{name: "no name before the colon", user: ":pw", ask: noTerminal, wantErr: true},
+		{name: "a password alone: no authentication", password: "pw", ask: noTerminal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Conn{User: tc.user, Password: tc.password}
+			err := c.ResolveUser(tc.ask)
+			if (err != nil) != tc.wantErr || errors.Is(err, ErrNoPassword) != tc.wantNoPassw {
+				t.Fatalf("err %v", err)
+			}
+			if err == nil && (c.User != tc.wantUser || c.Password != tc.wantPass) {
+				t.Fatalf("user %q password %q, want %q %q", c.User, c.Password, tc.wantUser, tc.wantPass)
+			}
+		})
 	}
 }

@@ -31,6 +31,9 @@ type Plan struct {
 	Committed   uint64       `json:"survivorCommitted"`     // the survivor's whole log, committed before the forced start
 	Revision    int64        `json:"survivorRevision"`
 	Assessment  *Assessment  `json:"assessment"`
+	// PassEnv are the ETCD_* variables (NAME=value) the operator passed on purpose with
+	// --pass-env: every member started locally gets them, and nothing else of the shell's ETCD_*.
+	PassEnv []string `json:"passEnv,omitempty"`
 	// FromSnapshot, when set, rebuilds the survivor from a snapshot file instead of from its
 	// own data with --force-new-cluster.
 	FromSnapshot *SnapshotSource `json:"fromSnapshot,omitempty"`
@@ -86,6 +89,8 @@ type PlanOptions struct {
 	BackupDir   string
 	EtcdCommand []string // empty: the etcd linked into etcdmedic
 	EtcdFlags   []string
+	// PassEnv are ETCD_* variables as NAME=value (runtime.Passed), recorded for apply.
+	PassEnv []string
 	// Manifests are kubeadm static pod manifests etcdmedic edits itself, by member name.
 	Manifests map[string]string
 	// Runbook members are run by the operator from printed commands, by member name.
@@ -129,7 +134,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	}
 	s := a.SurvivorCandidate()
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), ClusterID: a.ClusterID, Survivor: s.Name, BackupDir: abs,
-		EtcdCommand: etcdCommand, EtcdFlags: etcdFlags, Committed: s.Kept(), Revision: s.Revision, Assessment: a}
+		EtcdCommand: etcdCommand, EtcdFlags: etcdFlags, PassEnv: o.PassEnv, Committed: s.Kept(), Revision: s.Revision, Assessment: a}
 	if o.Snapshot != nil {
 		src, err := newSnapshotSource(*o.Snapshot, s)
 		if err != nil {

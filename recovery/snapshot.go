@@ -15,6 +15,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/plan"
+	"github.com/etcdmedic/etcdmedic/runtime"
 )
 
 // SnapshotOptions rebuild the survivor from a snapshot file (etcdctl snapshot save) rather
@@ -189,7 +190,9 @@ func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir st
 		args = append(args, "--mark-compacted")
 	}
 	a.say("%s %s", src.Etcdutl, strings.Join(args, " "))
-	out, err := exec.CommandContext(ctx, src.Etcdutl, args...).CombinedOutput()
+	restore := exec.CommandContext(ctx, src.Etcdutl, args...)
+	restore.Env = runtime.Environ(nil) // no ETCDCTL_PASSWORD, no stray ETCD_*
+	out, err := restore.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("etcdutl snapshot restore: %v\n%s", err, lastLines(string(out), 10))
 	}

@@ -96,7 +96,7 @@ func (a *Applier) restart(ctx context.Context, m Member, hop Hop) error {
 	if err := a.moveLeaderAway(ctx, m); err != nil {
 		return err
 	}
-	rt := local.Runtime{Command: []string{a.Plan.Binaries[hop.Version]}}
+	rt := local.Runtime{Command: []string{a.Plan.Binaries[hop.Version]}, Env: a.Plan.PassEnv}
 	spec := a.spec(m)
 	if err := rt.Stop(ctx, spec); err != nil {
 		return err

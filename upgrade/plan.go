@@ -21,6 +21,9 @@ type Plan struct {
 	Binaries  map[string]string `json:"binaries"` // version -> etcd binary
 	BackupDir string            `json:"backupDir"`
 	EtcdFlags []string          `json:"etcdFlags,omitempty"`
+	// PassEnv are the ETCD_* variables (NAME=value) the operator passed on purpose with
+	// --pass-env: every restarted member gets them, and nothing else of the shell's ETCD_*.
+	PassEnv []string `json:"passEnv,omitempty"`
 	// Downgrade is the target minor version ("3.5") when the plan goes down.
 	Downgrade string      `json:"downgrade,omitempty"`
 	Check     *Report     `json:"check"`

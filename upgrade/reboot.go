@@ -39,7 +39,7 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out i
 			return fmt.Errorf("%s does not run (the machine rebooted?) and the plan has no etcd binary for %s, the version it was on: start it on %s yourself, or make the plan again with --etcd-binary %s=PATH", m.Name, version, version, version)
 		}
 		fmt.Fprintf(out, "    %s does not run (the machine rebooted?): starting it again on %s\n", m.Name, version)
-		if err := (local.Runtime{Command: []string{bin}}).Start(ctx, a.spec(m)); err != nil {
+		if err := (local.Runtime{Command: []string{bin}, Env: a.Plan.PassEnv}).Start(ctx, a.spec(m)); err != nil {
 			return err
 		}
 		started++

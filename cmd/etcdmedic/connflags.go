@@ -1,10 +1,16 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 )
@@ -24,7 +30,7 @@ func (c *connFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&c.conn.Cert, "cert", "", "identify secure client using this TLS certificate file")
 	f.StringVar(&c.conn.Key, "key", "", "identify secure client using this TLS key file")
 	f.BoolVar(&c.conn.InsecureSkipVerify, "insecure-skip-tls-verify", false, "skip server certificate verification")
-	f.StringVar(&c.conn.User, "user", "", "username for authentication")
+	f.StringVar(&c.conn.User, "user", "", "username[:password] for authentication (a bare username: the password is asked for on the terminal)")
 	f.StringVar(&c.conn.Password, "password", "", "password for authentication")
 	f.DurationVar(&c.conn.DialTimeout, "dial-timeout", c.conn.DialTimeout, "dial timeout for each connection")
 	f.DurationVar(&c.conn.CommandTimeout, "command-timeout", c.conn.CommandTimeout, "time allowed for probing the cluster (every member in parallel within it)")
@@ -63,10 +69,62 @@ func (c *connFlags) resolve(f *pflag.FlagSet) error {
 			}
 		}
 	}
+	if f.Changed("password") && c.conn.User == "" {
+		return failf("give --user NAME with it (or set ETCDCTL_USER)", "--password goes with --user")
+	}
+	if err := c.conn.ResolveUser(askPassword); err != nil {
+		if errors.Is(err, cluster.ErrNoPassword) {
+			return failf("give --user NAME:PASSWORD, or --user NAME with --password or ETCDCTL_PASSWORD", "%v", err)
+		}
+		return failf("", "%v", err)
+	}
 	if err := c.conn.Validate(); err != nil {
 		return failf("see --help", "%v", err)
 	}
 	return nil
+}
+
+// askPassword asks for --user's password on the terminal without echo, as etcdctl does. With
+// no terminal (a script, a pipe, CI) it fails at once rather than read a password from a pipe.
+func askPassword(user string) (string, error) {
+	fd := int(os.Stdin.Fd())
+	if !term.IsTerminal(fd) {
+		return "", errors.New("standard input is not a terminal to ask for it")
+	}
+	fmt.Fprintf(os.Stderr, "Password for %s: ", user)
+	b, err := term.ReadPassword(fd)
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		return "", fmt.Errorf("read the password: %w", err)
+	}
+	return string(b), nil
+}
+
+// warnTLSUnverified prints one warning line on stderr when cmd will not verify the cluster's
+// certificates (--insecure-skip-tls-verify, or its ETCDCTL_ variable as resolve reads it):
+// etcd holds every Kubernetes Secret, and anyone in between can then read and change them.
+// Called once per command, before it runs.
+func warnTLSUnverified(cmd *cobra.Command) {
+	const name = "insecure-skip-tls-verify"
+	f := cmd.Flags().Lookup(name)
+	if f == nil {
+		return
+	}
+	source := "--" + name
+	off, _ := strconv.ParseBool(f.Value.String())
+	if !f.Changed {
+		source = cluster.EnvVar(name)
+		var c cluster.Conn
+		v, ok := os.LookupEnv(source)
+		off = ok && c.ApplyEnv(name, v) == nil && c.InsecureSkipVerify
+	}
+	if off {
+		warnTLSOff(cmd.ErrOrStderr(), source)
+	}
+}
+
+func warnTLSOff(w io.Writer, source string) {
+	fmt.Fprintf(w, "Warning: TLS verification is off (%s): the cluster's certificate is not checked, so anyone on the path can read and change what etcdmedic sends and receives, credentials and Secrets included\n", source)
 }
 
 func (c *connFlags) endpointList() string { return strings.Join(c.conn.Endpoints, ",") }

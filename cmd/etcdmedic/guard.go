@@ -39,6 +39,8 @@ type guardOptions struct {
 	rejoin     bool
 	start      bool
 	etcdFlags  []string
+	passEnv    []string // --pass-env names
+	startEnv   []string // their NAME=value, read before anything changes
 	etcdCmd    string
 }
 
@@ -75,6 +77,10 @@ not run.`,
 			}
 			if o.start && (!o.rejoin || len(o.clientURLs) == 0) {
 				return failf("", "--start goes with --rejoin and --client-urls")
+			}
+			var err error
+			if o.startEnv, err = passedEnv(o.passEnv); err != nil {
+				return err
 			}
 			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
@@ -113,6 +119,7 @@ not run.`,
 	f.BoolVar(&o.start, "start", false, "with --rejoin: also start it as a local process of the linked etcd, wait until it caught up, and promote it")
 	f.StringVar(&o.etcdCmd, "etcd-command", "", "with --start: how to run etcd, e.g. \"/usr/local/bin/etcd\" (default: the etcd linked into etcdmedic)")
 	f.StringArrayVar(&o.etcdFlags, "etcd-flag", nil, "with --start: an extra etcd flag (repeatable), e.g. --etcd-flag=--snapshot-count=10000")
+	f.StringArrayVar(&o.passEnv, "pass-env", nil, "with --start: "+passEnvUsage)
 	return cmd
 }
 
@@ -210,7 +217,7 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 		if err != nil {
 			return nil, err
 		}
-		j.Runtime = local.Runtime{Command: command}
+		j.Runtime = local.Runtime{Command: command, Env: o.startEnv}
 	}
 	joined, err := j.Join(ctx, member.JoinSpec{Name: o.name, PeerURLs: o.peerURLs, ClientURLs: o.clientURLs, DataDir: o.dataDir, ExtraFlags: o.etcdFlags})
 	res.Joined = joined

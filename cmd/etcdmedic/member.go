@@ -21,6 +21,7 @@ type memberOptions struct {
 	spec      member.JoinSpec
 	start     bool
 	etcdCmd   string
+	passEnv   []string
 	backupDir string
 	dryRun    bool
 	catchUp   time.Duration
@@ -44,11 +45,16 @@ func (o *memberOptions) registerJoin(cmd *cobra.Command) {
 	f.BoolVar(&o.start, "start", false, "start the new member as a local process (else the steps to start it are printed)")
 	f.StringVar(&o.etcdCmd, "etcd-command", "", "with --start: how to run etcd (default: the etcd linked into etcdmedic)")
 	f.StringArrayVar(&o.spec.ExtraFlags, "etcd-flag", nil, "with --start: an extra etcd flag (repeatable)")
+	f.StringArrayVar(&o.passEnv, "pass-env", nil, "with --start: "+passEnvUsage)
 	f.DurationVar(&o.catchUp, "catch-up-timeout", 2*time.Minute, "how long the new member may take to catch up before promotion")
 }
 
 func (o *memberOptions) joiner(cmd *cobra.Command) (*member.Joiner, func(), error) {
 	if err := o.resolve(cmd.Flags()); err != nil {
+		return nil, nil, err
+	}
+	env, err := passedEnv(o.passEnv) // said before anything is asked of the cluster
+	if err != nil {
 		return nil, nil, err
 	}
 	cli, err := o.conn.Client()
@@ -66,7 +72,7 @@ func (o *memberOptions) joiner(cmd *cobra.Command) (*member.Joiner, func(), erro
 			cli.Close()
 			return nil, nil, err
 		}
-		j.Runtime = local.Runtime{Command: command}
+		j.Runtime = local.Runtime{Command: command, Env: env}
 	}
 	return j, func() { cli.Close() }, nil
 }

@@ -64,7 +64,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var dataDirs []string
 	var backupDir, planDir, survivor, etcdCmd string
-	var etcdFlags, manifests, runbooks, kubeadmJoins, units, readds, discards, downs []string
+	var etcdFlags, passEnv, manifests, runbooks, kubeadmJoins, units, readds, discards, downs []string
 	var snap recovery.SnapshotOptions
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
@@ -98,7 +98,11 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			po := recovery.PlanOptions{BackupDir: backupDir, EtcdCommand: command, EtcdFlags: etcdFlags, Manifests: byName,
+			passed, err := passedEnv(passEnv)
+			if err != nil {
+				return err
+			}
+			po := recovery.PlanOptions{BackupDir: backupDir, EtcdCommand: command, EtcdFlags: etcdFlags, PassEnv: passed, Manifests: byName,
 				Runbook: map[string]runbook.Style{}, KubeadmJoin: map[string]bool{}, SystemdUnits: unitByName,
 				ReAdd: setOf(readds), DiscardUnreadable: setOf(discards), Conn: cf.conn, Down: setOf(downs)}
 			for _, rb := range runbooks {
@@ -159,6 +163,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&survivor, "survivor", "", "rebuild from this member instead of the best one (its loss is stated)")
 	cmd.Flags().StringVar(&etcdCmd, "etcd-command", "", "how apply runs etcd, e.g. \"/usr/local/bin/etcd\" (default: the etcd linked into etcdmedic)")
 	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member starts with (repeatable), e.g. TLS files")
+	cmd.Flags().StringArrayVar(&passEnv, "pass-env", nil, passEnvUsage+"; recorded in the plan (with its value) for apply")
 	cmd.Flags().StringVar(&snap.Path, "from-snapshot", "", "rebuild the survivor from this snapshot file (etcdctl snapshot save) instead of from its own data; the loss is stated")
 	cmd.Flags().StringVar(&snap.Etcdutl, "etcdutl", "", "with --from-snapshot: the etcdutl of the cluster's etcd version (default: etcdutl in PATH)")
 	cmd.Flags().Uint64Var(&snap.BumpRevision, "bump-revision", 0, "with --from-snapshot: add this to every revision (Kubernetes: more than the writes since the snapshot, e.g. 1000000000), so that watchers never see revisions go back")
@@ -259,6 +264,9 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
+			if p.Connection.InsecureSkipVerify && !cf.conn.InsecureSkipVerify {
+				warnTLSOff(cmd.ErrOrStderr(), "recorded in the plan")
+			}
 			// The plan's timeouts hold unless given again here.
 			for _, t := range []struct {
 				flag string
@@ -268,7 +276,7 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 					*t.d = 0
 				}
 			}
-			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout,
+			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command, Env: p.PassEnv}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout,
 				Operator: runbook.NewOperator(cmd.InOrStdin(), cmd.ErrOrStderr())}
 			rep, err := ap.Apply(cmd.Context())
 			if rep != nil {

@@ -56,6 +56,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		if _, err := printerFor(opts.writeOut); err != nil {
 			return err
 		}
+		warnTLSUnverified(cmd)
 		return nil
 	}
 	root.AddCommand(

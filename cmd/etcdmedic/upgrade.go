@@ -201,7 +201,7 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, from stri
 func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var to, backupDir, planDir string
-	var dataDirs, binaries, etcdFlags []string
+	var dataDirs, binaries, etcdFlags, passEnv []string
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION --endpoints ... --data-dir NAME=PATH... --etcd-binary VERSION=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Write a rolling upgrade plan: the safe hops (through v3.5.24+ and a full restart when needed), member by member",
@@ -226,6 +226,10 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 				bins[ver] = path
 			}
 			dirs, err := parseOptionalDataDirs(dataDirs)
+			if err != nil {
+				return err
+			}
+			passed, err := passedEnv(passEnv)
 			if err != nil {
 				return err
 			}
@@ -257,6 +261,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return failf("", "%v", err)
 			}
+			p.PassEnv = passed
 			l, err := runlock.Acquire(planDir, "upgrade plan")
 			if err != nil {
 				return lockFailed(err)
@@ -276,6 +281,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringVar(&backupDir, "backup-dir", "", "where the snapshot taken before the upgrade goes")
 	cmd.Flags().StringVar(&planDir, "plan-dir", "", "where the plan and its journal go")
 	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member restarts with (repeatable)")
+	cmd.Flags().StringArrayVar(&passEnv, "pass-env", nil, passEnvUsage+"; recorded in the plan (with its value) for apply")
 	return cmd
 }
 

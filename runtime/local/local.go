@@ -21,6 +21,10 @@ import (
 type Runtime struct {
 	Command []string
 	Grace   time.Duration
+	// Env are the ETCD_* variables the operator passes on purpose, as NAME=value
+	// (runtime.Passed, or a plan's): the member gets them and runtime.Environ's base, nothing
+	// else of etcdmedic's environment.
+	Env []string
 }
 
 // PIDFile and LogFile are where a member's process id and log go.
@@ -41,7 +45,7 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	}
 	defer log.Close()
 	argv := append(append([]string{}, r.Command...), m.Flags()...)
-	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{Files: []*os.File{nil, log, log}, Sys: &syscall.SysProcAttr{Setsid: true}})
+	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{Env: runtime.EnvironOf(r.Env), Files: []*os.File{nil, log, log}, Sys: &syscall.SysProcAttr{Setsid: true}})
 	if err != nil {
 		return fmt.Errorf("start member %s: %w", m.Name, err)
 	}
