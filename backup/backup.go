@@ -97,29 +97,37 @@ func Unchanged(root string, sums []FileSum, skip map[string]bool) bool {
 	return true
 }
 
-// CopyTree copies the regular files of src (as listed in files) into dst, fsyncing each.
+// CopyTree copies the regular files of src (as listed in files) into dst, fsyncing each. The
+// copies are private (0600 in 0700 folders), whatever the source's mode bits.
 func CopyTree(src, dst string, files []FileSum) error {
 	for _, f := range files {
 		target := filepath.Join(dst, f.Path)
 		if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
 			return err
 		}
-		if err := CopyFile(filepath.Join(src, f.Path), target, f.Mode.Perm()); err != nil {
+		if err := CopyFile(filepath.Join(src, f.Path), target, 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// CopyFile copies one file and fsyncs the copy.
+// CopyFile copies one file and fsyncs the copy. The copy is its owner's only: mode's group and
+// other bits are dropped (a copy of etcd's data holds the cluster's secrets), even over an
+// existing file.
 func CopyFile(src, dst string, mode fs.FileMode) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode|0o600)
+	perm := mode.Perm()&0o700 | 0o600
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, perm)
 	if err != nil {
+		return err
+	}
+	if err := out.Chmod(perm); err != nil {
+		out.Close()
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
@@ -193,6 +201,32 @@ func SyncDir(dir string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// MkdirAllSynced creates dir and any missing parents, each 0700, and fsyncs every folder it
+// created and the parent of each: the new path survives a power cut before anything is moved
+// into it and removed from where it was.
+func MkdirAllSynced(dir string) error {
+	var created []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		created = append(created, d)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	// created runs deepest first: each folder, then the one that names it.
+	for _, d := range created {
+		if err := SyncDir(d); err != nil {
+			return err
+		}
+		if err := SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SyncTree fsyncs every regular file and folder under root (root included), deepest first:

@@ -16,7 +16,8 @@ import (
 
 // CopyTreeSummed copies every regular file under src into dst (skipping the top-level entries
 // skip names), reading each file once: the checksum is of the very bytes written. workers
-// files are copied at a time. Each copy is fsynced, and so is every folder created. src must
+// files are copied at a time. Each copy is fsynced, and so is every folder created. The copies
+// are private (files 0600, folders 0700), whatever the source's mode bits. src must
 // not change meanwhile (a stopped member). Links are followed (see walkFollowing): the copy
 // holds the files behind them as plain files and folders; Links lists the links themselves.
 func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileSum, int64, error) {
@@ -71,7 +72,7 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 					out[i], errs[i] = FileSum{Path: j.rel, Size: j.size, Mode: j.mode, SHA256: sum, ModTime: j.mtime, Linked: true}, err
 					continue
 				}
-				sum, n, err := copySummed(from, to, j.mode.Perm(), buf)
+				sum, n, err := copySummed(from, to, buf)
 				out[i], errs[i] = FileSum{Path: j.rel, Size: n, Mode: j.mode, SHA256: sum, ModTime: j.mtime}, err
 			}
 		})
@@ -89,13 +90,10 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 		total += out[i].Size
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	// The folders' entries must survive a crash too.
-	dirs := map[string]bool{dst: true}
-	for _, f := range out {
-		dirs[filepath.Dir(filepath.Join(dst, f.Path))] = true
-	}
-	for d := range dirs {
-		if err := SyncDir(d); err != nil {
+	// The folders' entries must survive a crash too, empty ones and those holding only folders
+	// (data/member) included: deepest first, dst last (folders lists parents before children).
+	for i := len(folders) - 1; i >= 0; i-- {
+		if err := SyncDir(folders[i]); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -169,18 +167,22 @@ func sameBytes(copyPath, srcPath string, size int64, a, b []byte) error {
 	return nil
 }
 
-func copySummed(src, dst string, mode fs.FileMode, buf []byte) (string, int64, error) {
+func copySummed(src, dst string, buf []byte) (string, int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", 0, err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, mode|0o600)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return "", 0, err
 	}
+	err = out.Chmod(0o600) // over a file left by an interrupted copy, too
 	h := sha256.New()
-	n, err := io.CopyBuffer(io.MultiWriter(out, h), onlyReader{in}, buf)
+	var n int64
+	if err == nil {
+		n, err = io.CopyBuffer(io.MultiWriter(out, h), onlyReader{in}, buf)
+	}
 	if err == nil {
 		err = out.Sync()
 	}

@@ -119,7 +119,8 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	}
 	if partial == "" {
 		partial = filepath.Join(base, fmt.Sprintf("%s-%s%s", now.UTC().Format("20060102T150405Z"), strings.ToLower(string(v.Class)), partialSuffix))
-		if err := os.MkdirAll(partial, 0o700); err != nil {
+		// Synced with its parents before anything moves into it (MkdirAllSynced).
+		if err := backup.MkdirAllSynced(partial); err != nil {
 			return nil, fmt.Errorf("create quarantine folder: %w", err)
 		}
 		data = filepath.Join(partial, "data")
@@ -133,7 +134,9 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		}
 		plan.Crashpoint("quarantine:manifest")
 	}
-	if err := os.MkdirAll(data, 0o700); err != nil {
+	// data/ and the folder naming it must survive a power cut before the first entry is
+	// renamed out of the data dir into it.
+	if err := backup.MkdirAllSynced(data); err != nil {
 		return nil, err
 	}
 	// Only what the manifest lists moves; anything that appeared since is a conflict for a person.

@@ -33,7 +33,8 @@ type envelope struct {
 // Save writes v as the plan in dir (created if needed), with a checksum; it never replaces a
 // plan that is there already.
 func Save(dir string, v any) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// A new plan folder is fsynced into its parent before anything is done by the plan.
+	if err := backup.MkdirAllSynced(dir); err != nil {
 		return err
 	}
 	if err := CheckPrivate(dir); err != nil {

@@ -383,7 +383,9 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 	if err := os.RemoveAll(partial); err != nil { // an interrupted copy of ours, never the source
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(partial, "data"), 0o700); err != nil {
+	// The copy's folders, and the backup folder naming them, are fsynced before the data dir
+	// is quarantined or wiped (here and in CopyTreeLinking).
+	if err := backup.MkdirAllSynced(filepath.Join(partial, "data")); err != nil {
 		return err
 	}
 	var files []backup.FileSum
@@ -468,7 +470,7 @@ func backupStaticPod(manifest, into string) ([]backup.FileSum, error) {
 		src = staticpod.Runtime{Manifest: manifest}.StoppedPath()
 	}
 	dir := filepath.Join(into, "static-pod")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := backup.MkdirAllSynced(dir); err != nil {
 		return nil, err
 	}
 	if err := backup.CopyFile(src, filepath.Join(dir, filepath.Base(manifest)), 0o600); err != nil {

@@ -49,7 +49,7 @@ func (a *Applier) operatorBackup(m PlanMember) error {
 	}); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(final, "data"), 0o700); err != nil {
+	if err := backup.MkdirAllSynced(filepath.Join(final, "data")); err != nil {
 		return err
 	}
 	man := backupManifest{Member: m.Name, Source: m.Name + ":" + m.DataDir, TakenBy: "operator, into " + m.Name + ":" + archive, At: time.Now().UTC()}

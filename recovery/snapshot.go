@@ -126,7 +126,7 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 			a.say("%s's old data quarantined in %s", survivor.Name, q.Dir)
 			rep.Quarantines = append(rep.Quarantines, q.Dir)
 		}
-		if err := os.MkdirAll(survivor.DataDir, 0o700); err != nil {
+		if err := backup.MkdirAllSynced(survivor.DataDir); err != nil {
 			return err
 		}
 		if err := os.Rename(filepath.Join(restored, "member"), filepath.Join(survivor.DataDir, "member")); err != nil {

@@ -226,7 +226,8 @@ func saveDB(ctx context.Context, cli *clientv3.Client, path string) error {
 		return err
 	}
 	defer rc.Close()
-	f, err := os.Create(path)
+	// The copy holds every Secret of the cluster: its owner's only (the folder is MkdirTemp's 0700).
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}

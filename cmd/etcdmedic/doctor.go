@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -51,12 +48,14 @@ run (bad flags, no endpoint reachable).`,
 				return err
 			}
 			o.rules.Endpoints = o.endpointList()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
+			ctx := cmd.Context() // cancelled by SIGINT/SIGTERM (run): ends --watch
 			if o.watch > 0 {
 				return o.runWatch(ctx, cmd, opts)
 			}
 			res := o.diagnose(ctx)
+			if ctx.Err() != nil {
+				return fmt.Errorf("doctor: %w", context.Cause(ctx)) // probes cut short say nothing
+			}
 			verdict := doctorVerdict(res)
 			if isFailure(verdict) && opts.writeOut != "json" {
 				return verdict // nothing reached: nothing to tabulate
@@ -116,6 +115,9 @@ func (o *doctorOptions) runWatch(ctx context.Context, cmd *cobra.Command, opts *
 	var last error
 	for round := 1; ; round++ {
 		res := o.diagnose(ctx)
+		if prev != nil && ctx.Err() != nil {
+			return last // interrupted mid-round: its probes failed on the signal, not the cluster
+		}
 		if prev == nil {
 			if err := p.Doctor(out, res); err != nil {
 				return err

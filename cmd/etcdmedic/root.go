@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -82,16 +86,27 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 }
 
 // run executes one command line and turns its outcome into an exit code and one clear line.
+//
+// Every command runs under one context that SIGINT or SIGTERM cancels: the command stops where
+// it is and returns, so that its deferred cleanups run (temporary db copies are removed, locks
+// released) before etcdmedic exits. A second signal ends etcdmedic at once, as without it.
 func run(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop) // the first signal cancels; the next one gets Go's default
 	root := newRootCommand(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
+		// A command that ends on a signal by design (doctor --watch) finished its work.
 		return exitOK
 	}
 	var v verdict
 	if errors.As(err, &v) {
 		return v.code
+	}
+	if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, cause) {
+		err = fmt.Errorf("%w (stopped: %v)", err, cause) // the cause names the signal
 	}
 	fmt.Fprintf(stderr, "Error: %v\n", err)
 	var ce *cliError

@@ -121,7 +121,9 @@ func fetchFacts(ctx context.Context, conn cluster.Conn, m cluster.MemberView, f 
 	}
 	defer rc.Close()
 	path := filepath.Join(tmp, "db")
-	out, err := os.Create(path)
+	// The copy holds every Secret of the cluster: its owner's only, in MkdirTemp's 0700 folder,
+	// and removed (the deferred RemoveAll) also when a signal cancels ctx mid-stream.
+	out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err == nil {
 		_, err = io.Copy(out, rc)
 		if cerr := out.Close(); err == nil {
@@ -170,6 +172,10 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, from stri
 				f.Error = "not reachable"
 			}
 			facts = append(facts, f)
+		}
+		if cmd.Context().Err() != nil {
+			// Interrupted (SIGINT, SIGTERM): what was probed or fetched so far backs no verdict.
+			return nil, nil, nil, fmt.Errorf("upgrade check: %w", context.Cause(cmd.Context()))
 		}
 		if len(facts) == 0 {
 			return nil, nil, nil, failf("check --endpoints and the certificates", "no member answered")

@@ -39,21 +39,45 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	if pid, _, ok := FindProcess(m.DataDir); ok {
 		return fmt.Errorf("member %s already runs on %s (pid %d)", m.Name, m.DataDir, pid)
 	}
-	log, err := os.OpenFile(LogFile(m.DataDir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The log holds etcd's whole command line: its owner's only, even when an older etcdmedic
+	// made it readable to all.
+	log, err := os.OpenFile(LogFile(m.DataDir), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("open member log: %w", err)
 	}
 	defer log.Close()
+	if err := log.Chmod(0o600); err != nil {
+		return fmt.Errorf("open member log: %w", err)
+	}
 	argv := append(append([]string{}, r.Command...), m.Flags()...)
 	p, err := os.StartProcess(argv[0], argv, &os.ProcAttr{Env: runtime.EnvironOf(r.Env), Files: []*os.File{nil, log, log}, Sys: &syscall.SysProcAttr{Setsid: true}})
 	if err != nil {
 		return fmt.Errorf("start member %s: %w", m.Name, err)
 	}
-	if err := os.WriteFile(PIDFile(m.DataDir), []byte(strconv.Itoa(p.Pid)), 0o644); err != nil {
+	if err := writePIDFile(PIDFile(m.DataDir), p.Pid); err != nil {
 		p.Kill()
 		return err
 	}
 	return p.Release()
+}
+
+// writePIDFile records pid in path, readable and writable by its owner only.
+func writePIDFile(path string, pid int) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write pid file: %w", err)
+	}
+	err = f.Chmod(0o600)
+	if err == nil {
+		_, err = f.WriteString(strconv.Itoa(pid))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write pid file %s: %w", path, err)
+	}
+	return nil
 }
 
 // Stop sends SIGTERM to every process on the member's data dir, waits up to Grace, then

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// clusterWithSecrets is one member holding about 16 MB of "Secrets": streaming its db takes a
+// moment, and every copy of it is as sensitive as the cluster.
+func clusterWithSecrets(t *testing.T) *etcdtest.Cluster {
+	t.Helper()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	cli := c.Client(t)
+	val := make([]byte, 128<<10)
+	for i := range 128 {
+		rand.Read(val)
+		if _, err := cli.Put(t.Context(), fmt.Sprintf("/registry/secrets/default/s%03d", i), string(val)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// freeze stops (SIGSTOP) the processes of a member, so that a snapshot it streams stops
+// mid-way; the returned func, also registered as a cleanup, lets them go on.
+func freeze(t *testing.T, m *etcdtest.Member) func() {
+	t.Helper()
+	pids := local.Holders(m.DataDir)
+	if len(pids) == 0 {
+		t.Fatalf("no process holds %s", m.DataDir)
+	}
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	thaw := func() {
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
+// interruptMidCopy runs the built etcdmedic with args and its own TMPDIR, waits until the copy
+// (copyGlob, under TMPDIR) exists, freezes the member mid-stream, checks the copy is private,
+// sends SIGTERM, and checks that etcdmedic exits non-zero naming the signal, leaving nothing in
+// TMPDIR.
+func interruptMidCopy(t *testing.T, m *etcdtest.Member, copyGlob string, args ...string) {
+	t.Helper()
+	tmp := t.TempDir()
+	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), args...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+
+	var copyPath string
+	for deadline := time.Now().Add(60 * time.Second); copyPath == ""; time.Sleep(time.Millisecond) {
+		if found, _ := filepath.Glob(filepath.Join(tmp, copyGlob)); len(found) > 0 {
+			copyPath = found[0]
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("etcdmedic %s ended (%v) before its copy appeared\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in TMPDIR after 60 s", copyGlob)
+		}
+	}
+	thaw := freeze(t, m)
+	if st, err := os.Stat(copyPath); err == nil {
+		t.Logf("%s: %d bytes when the member was frozen", copyPath, st.Size())
+		wantMode(t, copyPath, 0o600)
+		for d := filepath.Dir(copyPath); d != tmp; d = filepath.Dir(d) {
+			wantMode(t, d, 0o700)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("etcdmedic did not end within 30 s of SIGTERM\n%s", stderr.String())
+	}
+	thaw()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 || exit.ExitCode() == -1 {
+		t.Errorf("want a non-zero exit of its own after SIGTERM, got %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "terminated") {
+		t.Errorf("stderr does not say it was stopped by SIGTERM: %q", stderr.String())
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "*"))
+	if len(left) > 0 {
+		t.Errorf("left behind in TMPDIR after SIGTERM: %v", left)
+	}
+}
+
+// A SIGTERM in the middle of a command that copies a member's db (the copy holds every Secret)
+// removes the copy before etcdmedic exits, non-zero.
+func TestSIGTERMMidCopyLeavesNothingBehind(t *testing.T) {
+	c := clusterWithSecrets(t)
+	m := c.Member("m1")
+	t.Run("upgrade check --fetch-backends", func(t *testing.T) {
+		interruptMidCopy(t, m, "etcdmedic-fetch-*/db",
+			"upgrade", "check", "--to", "v3.7.3", "--endpoints", strings.Join(c.Endpoints(), ","), "--fetch-backends")
+	})
+	t.Run("inspect --live-endpoint", func(t *testing.T) {
+		interruptMidCopy(t, m, "etcdmedic-livecopy-*/member/snap/db",
+			"inspect", m.DataDir, "--live-endpoint", m.ClientURL)
+	})
+}
+
+// doctor --watch runs until interrupted: SIGTERM ends it with the verdict of its last round,
+// as a single doctor run would give, and no error line.
+func TestSIGTERMEndsDoctorWatchWithItsVerdict(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	eps := strings.Join(c.Endpoints(), ",")
+	want, _, _ := runCLI(t, "doctor", "--endpoints", eps)
+
+	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), "doctor", "--endpoints", eps, "--watch", "200ms")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	time.Sleep(1500 * time.Millisecond) // a few rounds
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("doctor --watch did not end within 10 s of SIGTERM")
+	}
+	if got := cmd.ProcessState.ExitCode(); got != want || strings.Contains(stderr.String(), "Error") {
+		t.Errorf("doctor --watch ended by SIGTERM: exit %d (a single doctor run: %d), stderr %q", got, want, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), c.Member("m1").Name) {
+		t.Errorf("doctor --watch printed no member table:\n%s", stdout.String())
+	}
+}
