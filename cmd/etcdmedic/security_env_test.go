@@ -1,11 +1,62 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
+
+// A member started by a command gets the operator's etcdctl credentials never, and an ETCD_*
+// of the shell only when named with --pass-env; etcd then runs with it (its quota says so).
+func TestStartedMemberGetsOnlyPassedEnv(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	t.Setenv("ETCDCTL_PASSWORD", "s3cret")
+	t.Setenv("ETCD_QUOTA_BACKEND_BYTES", "4294967296")
+	t.Setenv("ETCD_LOG_LEVEL", "debug")
+	client, peer := newURLs(t)
+	dataDir := filepath.Join(t.TempDir(), "m2.etcd")
+	killLocalMember(t, dataDir)
+	code, out, errOut := runCLI(t, "member", "add", "--name", "m2", "--peer-urls", peer, "--client-urls", client, "--data-dir", dataDir,
+		"--start", "--etcd-command", etcdmedicEtcd(t), "--pass-env", "ETCD_QUOTA_BACKEND_BYTES", "--endpoints", c.Member("m1").ClientURL)
+	if code != exitOK {
+		t.Fatalf("member add --start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	b, err := os.ReadFile(local.PIDFile(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(environ, []byte{0}) {
+		if name, value, ok := strings.Cut(string(kv), "="); ok {
+			env[name] = value
+		}
+	}
+	_, password := env["ETCDCTL_PASSWORD"]
+	_, logLevel := env["ETCD_LOG_LEVEL"]
+	if password || logLevel || env["ETCD_QUOTA_BACKEND_BYTES"] != "4294967296" {
+		t.Fatalf("the member's environment: %v", env)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	st, err := c.Client(t).Status(ctx, client)
+	if err != nil || st.DbSizeQuota != 4294967296 {
+		t.Fatalf("the member's quota: %v, %v", st, err)
+	}
+}
 
 // --pass-env takes etcd's own variables only, set, and says so before anything is probed,
 // stopped or written.
