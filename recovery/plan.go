@@ -174,7 +174,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			fillURLs(&c, &s)
 		}
 		if len(c.PeerURLs) == 0 || len(c.ClientURLs) == 0 {
-			return nil, fmt.Errorf("no peer and client URLs on record for %s (its data dir is unreadable and the survivor's membership has no member of that name)", c.Name)
+			return nil, fmt.Errorf("no peer and client URLs on record for %s: neither its own data dir nor the survivor's membership holds them (its data dir is unreadable, or it was stopped before the cluster applied its first publish of its name and client URLs)", c.Name)
 		}
 		dir := c.RealDataDir
 		if o.Runbook[c.Name] != "" || o.KubeadmJoin[c.Name] {

@@ -222,6 +222,7 @@ func TestRecoverRefusesBadInput(t *testing.T) {
 		t.Fatalf("missing plan: exit %d %s", code, errOut)
 	}
 	// A plan edited by hand is refused.
+	appliedEverywhere(t, c) // each member's name and client URLs are on record everywhere
 	for _, m := range c.Members() {
 		m.Kill()
 	}
@@ -368,6 +369,30 @@ func reboot(t *testing.T, c *etcdtest.Cluster) {
 				break
 			}
 			syscall.Kill(pid, syscall.SIGKILL)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// appliedEverywhere writes a key and waits until every member has applied it, and so every
+// entry before it (a member's first publish of its name and client URLs among them): a member
+// killed right after its first start may not have applied the others' yet.
+func appliedEverywhere(t *testing.T, c *etcdtest.Cluster) {
+	t.Helper()
+	resp, err := c.Client(t).Put(t.Context(), "test/applied-everywhere", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range c.Members() {
+		cli := m.Client(t)
+		for i := 0; ; i++ {
+			got, err := cli.Get(t.Context(), "test/applied-everywhere", clientv3.WithSerializable())
+			if err == nil && got.Header.Revision >= resp.Header.Revision {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s did not apply revision %d: %v", m.Name, resp.Header.Revision, err)
+			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
