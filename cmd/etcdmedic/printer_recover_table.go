@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/etcdmedic/etcdmedic/recovery"
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
 
 func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
@@ -63,10 +66,12 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, "\nHOW EACH MEMBER IS RUN")
+	fmt.Fprintln(w, "\nHOW EACH MEMBER IS RUN (and the exact command line it is started with)")
 	for _, m := range p.Members {
 		fmt.Fprintf(w, "  %-12s %s\n", m.Name, runtimeOf(m))
+		fmt.Fprintf(w, "  %-12s %s\n", "", recoverStartOf(p, m))
 	}
+	printMemberEnviron(w, p.PassEnv)
 	fmt.Fprintf(w, "\nPLAN (%s/plan.json; apply with: etcdmedic recover apply %s --yes)\n", r.PlanDir, r.PlanDir)
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "%2d. %s\n", i+1, s.Title)
@@ -110,4 +115,87 @@ func runtimeOf(m recovery.PlanMember) string {
 		return "systemd unit " + m.SystemdUnit + " (stopped with systemctl stop; the recovery runs it as a local process: hand it back to the unit afterwards)"
 	}
 	return "local process (data dir " + m.DataDir + ")"
+}
+
+// recoverStartOf is how apply starts m, as the review shows it: for a process etcdmedic starts,
+// its whole argv (the plan's etcdCommand and etcdFlags are what apply runs, so the operator
+// reads them here before --yes).
+func recoverStartOf(p *recovery.Plan, m recovery.PlanMember) string {
+	spec := runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs,
+		InitialCluster: rejoinInitialCluster(p, m), ClusterState: "existing", ExtraFlags: p.EtcdFlags}
+	note := ""
+	switch {
+	case m.Name == p.Survivor && p.FromSnapshot != nil:
+		spec.ClusterState = "new" // the restored one-member cluster
+	case m.Name == p.Survivor && m.Runbook != "":
+		note = " (first once more with --force-new-cluster, for a few seconds)"
+	case m.Name != p.Survivor:
+		note = " (--initial-cluster: the rebuilt cluster's members when it joins, in etcd's order)"
+	}
+	switch {
+	case m.KubeadmJoin:
+		return "start: by kubeadm join --control-plane on its node (kubelet runs the etcd manifest kubeadm writes)"
+	case m.Manifest != "":
+		return fmt.Sprintf("start: kubelet runs the manifest's own command, only --initial-cluster=%s --initial-cluster-state=%s set%s (the plan's etcd flags are not added)",
+			spec.InitialCluster, spec.ClusterState, note)
+	case m.Runbook != "":
+		command := strings.Join(p.EtcdCommand, " ")
+		if command == "" {
+			command = "etcd"
+		}
+		return fmt.Sprintf("start: you run, on its node, in your shell's environment: %s %s%s", command, shellLine(spec.Flags()), note)
+	}
+	command := p.EtcdCommand
+	if len(command) == 0 {
+		linked, err := linkedEtcdCommandLine()
+		if err != nil {
+			linked = []string{"etcdmedic", linkedEtcdCommand}
+		}
+		command = linked
+	}
+	return fmt.Sprintf("start: %s%s", shellLine(append(append([]string{}, command...), spec.Flags()...)), note)
+}
+
+// rejoinInitialCluster is m's --initial-cluster: the survivor alone for the survivor; for a
+// member that rejoins, the survivor, the members that rejoined before it, then m.
+func rejoinInitialCluster(p *recovery.Plan, m recovery.PlanMember) string {
+	var parts []string
+	add := func(o recovery.PlanMember) {
+		for _, u := range o.PeerURLs {
+			parts = append(parts, o.Name+"="+u)
+		}
+	}
+	add(p.Member(p.Survivor))
+	if m.Name == p.Survivor {
+		return strings.Join(parts, ",")
+	}
+	for _, o := range p.Members {
+		if o.Name == p.Survivor {
+			continue
+		}
+		add(o)
+		if o.Name == m.Name {
+			break
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// shellLine is argv as one shell line, each argument quoted where it has to be.
+func shellLine(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = runbook.Quote(a)
+	}
+	return strings.Join(out, " ")
+}
+
+// printMemberEnviron shows the whole environment of every member etcdmedic starts as a local
+// process (runtime.EnvironOf): the base variables of the shell running apply, then the ETCD_*
+// ones the plan records as passed on purpose (--pass-env). Nothing else reaches a member.
+func printMemberEnviron(w io.Writer, passed []string) {
+	fmt.Fprintln(w, "\nENVIRONMENT of every member started as a local process (nothing else is passed: no ETCDCTL_*, no ETCD_* but those given with --pass-env)")
+	for _, kv := range runtime.EnvironOf(passed) {
+		fmt.Fprintf(w, "  %s\n", kv)
+	}
 }
