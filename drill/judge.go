@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/history"
 	"github.com/etcdmedic/etcdmedic/sandbox"
 	"github.com/etcdmedic/etcdmedic/workload"
@@ -28,6 +30,21 @@ type Checked struct {
 	Passed  bool   `json:"passed"`
 	// Series is the workload second by second on the drill's clock, for the report's charts.
 	Series []Second `json:"series,omitempty"`
+}
+
+// underLoad starts the write ledger and the workload on the sandbox, for drills that run both
+// through the whole incident; the caller closes the client and stops the workload.
+func (r *recorder) underLoad(ctx context.Context, sb *sandbox.Sandbox) (*clientv3.Client, *workload.Workload, error) {
+	cli, err := r.startLoad(ctx, sb)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := r.startWorkload(ctx, sb)
+	if err != nil {
+		cli.Close()
+		return nil, nil, err
+	}
+	return cli, w, nil
 }
 
 // startWorkload runs the workload of 8 clients (puts, deletes, compare-and-swaps, gets,

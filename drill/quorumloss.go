@@ -26,15 +26,11 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	r.say("3-member cluster up (%s)", sb.Dir)
-	cli, err := r.startLoad(ctx, sb)
+	cli, w, err := r.underLoad(ctx, sb)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	w, err := r.startWorkload(ctx, sb)
-	if err != nil {
-		return err
-	}
 	defer w.Stop()
 	time.Sleep(2 * time.Second)
 	m3, _ := sb.Member("m3")

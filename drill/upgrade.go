@@ -40,15 +40,11 @@ func upgradeDrill(ctx context.Context, env Env, r *recorder) error {
 	if err := growByLearners(ctx, sb, r, 2); err != nil {
 		return err
 	}
-	cli, err := r.startLoad(ctx, sb)
+	cli, w, err := r.underLoad(ctx, sb)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	w, err := r.startWorkload(ctx, sb)
-	if err != nil {
-		return err
-	}
 	defer w.Stop()
 	time.Sleep(2 * time.Second)
 	eps := strings.Join(sb.Endpoints(), ",")

@@ -59,21 +59,11 @@ func TestRestoredOlderCopyLosesAcknowledgedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	copies := t.TempDir()
-	stopAll(t, c)
-	for _, m := range c.Members() {
-		copyDir(t, m.DataDir, copies+"/"+m.Name)
-	}
-	startAll(t, c)
+	copies := copyAll(t, c)
 	time.Sleep(3 * time.Second) // the workload resumes and writes past the copies
 	h := w.Stop()
 
-	stopAll(t, c)
-	for _, m := range c.Members() {
-		run(t, "rm", "-rf", m.DataDir)
-		copyDir(t, copies+"/"+m.Name, m.DataDir)
-	}
-	startAll(t, c)
+	putBack(t, c, copies)
 	readFinal(t, c, h)
 
 	v := Check(h)
@@ -114,6 +104,30 @@ func startAll(t *testing.T, c *etcdtest.Cluster) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// copyAll stops every member, copies its data dir, and starts it again; it returns where the
+// copies are.
+func copyAll(t *testing.T, c *etcdtest.Cluster) string {
+	t.Helper()
+	copies := t.TempDir()
+	stopAll(t, c)
+	for _, m := range c.Members() {
+		copyDir(t, m.DataDir, copies+"/"+m.Name)
+	}
+	startAll(t, c)
+	return copies
+}
+
+// putBack stops every member, replaces its data dir by its copy in copies, and starts it.
+func putBack(t *testing.T, c *etcdtest.Cluster, copies string) {
+	t.Helper()
+	stopAll(t, c)
+	for _, m := range c.Members() {
+		run(t, "rm", "-rf", m.DataDir)
+		copyDir(t, copies+"/"+m.Name, m.DataDir)
+	}
+	startAll(t, c)
 }
 
 func copyDir(t *testing.T, from, to string) {
@@ -179,19 +193,9 @@ func TestOlderCopyRestoredUnderRunningWatchersGivesWatchGaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
-	copies := t.TempDir()
-	stopAll(t, c)
-	for _, m := range c.Members() {
-		copyDir(t, m.DataDir, copies+"/"+m.Name)
-	}
-	startAll(t, c)
+	copies := copyAll(t, c)
 	time.Sleep(2 * time.Second) // the watchers pass revisions the copies lack
-	stopAll(t, c)
-	for _, m := range c.Members() {
-		run(t, "rm", "-rf", m.DataDir)
-		copyDir(t, copies+"/"+m.Name, m.DataDir)
-	}
-	startAll(t, c)
+	putBack(t, c, copies)
 	time.Sleep(3 * time.Second) // new writes take the revisions again
 	h := w.Stop()
 	readFinal(t, c, h)
