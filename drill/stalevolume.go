@@ -88,7 +88,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	defer w.Stop()
-	time.Sleep(time.Second)
+	time.Sleep(3 * time.Second) // the workload's baseline before the repair
 	r.repair = time.Now()
 	conn := cluster.DefaultConn()
 	conn.Endpoints, conn.CommandTimeout = sb.Endpoints(), 2*time.Second

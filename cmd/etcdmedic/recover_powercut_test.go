@@ -51,8 +51,17 @@ func (d *hostDisk) plugIn() {
 	}
 	d.fs = fs
 	d.t.Cleanup(func() {
-		etcdtest.KillUnder(d.mounted) // whatever still runs on it, before it goes
-		fs.Unmount()
+		// Whatever still runs on it goes first; a file still open there (a process exiting)
+		// makes the unmount busy for a moment, and the disk's folder could not be removed.
+		var err error
+		for range 20 {
+			etcdtest.KillUnder(d.mounted)
+			if err = fs.Unmount(); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		d.t.Logf("unmount %s: %v", d.mounted, err)
 	})
 }
 

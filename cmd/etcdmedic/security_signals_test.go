@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -160,4 +161,65 @@ func TestSIGTERMEndsDoctorWatchWithItsVerdict(t *testing.T) {
 	if !strings.Contains(stdout.String(), c.Member("m1").Name) {
 		t.Errorf("doctor --watch printed no member table:\n%s", stdout.String())
 	}
+}
+
+// A drill interrupted by SIGTERM while its cluster runs under load stops every member it
+// started and removes its folder (data dirs, plans, backups: copies of the cluster's data)
+// before it exits, non-zero.
+func TestSIGTERMMidDrillLeavesNothingBehind(t *testing.T) {
+	tmp := t.TempDir()
+	t.Cleanup(func() { etcdtest.KillUnder(tmp) })
+	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), "drill", "quorum-loss")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); !strings.Contains(out.String(), "workload started"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the drill's cluster did not come under load within 60 s:\n%s", out.String())
+		}
+	}
+	if len(etcdtest.ProcessesUnder(tmp)) == 0 {
+		t.Fatal("no member of the drill found running under TMPDIR")
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the drill did not end within 30 s of SIGTERM:\n%s", out.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
+		t.Errorf("want a non-zero exit of its own after SIGTERM, got %v\n%s", err, out.String())
+	}
+	if pids := etcdtest.ProcessesUnder(tmp); len(pids) > 0 {
+		t.Errorf("still running after the drill ended: %v", pids)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) > 0 {
+		t.Errorf("left behind in TMPDIR: %v", left)
+	}
+}
+
+// lockedBuffer is a buffer a running command writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
