@@ -35,6 +35,9 @@ func TestBadInputGetsOneClearLine(t *testing.T) {
 		{"inspect", "-w", "yaml", t.TempDir()},
 		{"sandbox", "status", "--dir", t.TempDir()},
 		{"sandbox", "stop", "m9", "--dir", t.TempDir()},
+		{"drill", "no-such-drill"},
+		{"drill", "quorum-loss", "--naive"},
+		{"drill", "stale-volume", "--report", "/does/not/exist/report.html"},
 	} {
 		code, out, errOut := runCLI(t, args...)
 		lines := strings.Split(strings.TrimSpace(errOut), "\n")

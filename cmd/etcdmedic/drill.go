@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -67,6 +68,15 @@ Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 oth
 					return failf("drills: "+strings.Join(names, ", "), "no drill %q", args[0])
 				}
 				drills = []drill.Drill{d}
+			}
+			if report != "" {
+				// Checked before the drills run, not after minutes of them.
+				if st, err := os.Stat(filepath.Dir(report)); err != nil || !st.IsDir() {
+					return failf("give a file in an existing folder", "--report %s: its folder does not exist", report)
+				}
+			}
+			if naive && len(args) == 1 && args[0] != "upgrade" {
+				return failf("etcdmedic drill upgrade --naive", "--naive is for the upgrade drill, not %s", args[0])
 			}
 			command, err := linkedEtcdCommandLine()
 			if err != nil {
