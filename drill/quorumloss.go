@@ -68,11 +68,12 @@ func (r *recorder) recoverQuorum(ctx context.Context, env Env, sb *sandbox.Sandb
 	for _, m := range sb.Members {
 		members = append(members, recovery.MemberInput{Name: m.Name, DataDir: m.DataDir})
 	}
-	a, err := recovery.Assess(ctx, members, recovery.AssessOptions{Conn: conn, Stopper: recovery.Stopper(recovery.PlanOptions{}, rt)})
+	backups := filepath.Join(env.Dir, "backups")
+	a, err := recovery.Assess(ctx, members, recovery.AssessOptions{Conn: conn, Stopper: recovery.Stopper(recovery.PlanOptions{}, rt), BackupDir: backups})
 	if err != nil {
 		return err
 	}
-	p, err := recovery.NewPlan(a, recovery.PlanOptions{BackupDir: filepath.Join(env.Dir, "backups"), EtcdCommand: env.Command}, time.Now())
+	p, err := recovery.NewPlan(a, recovery.PlanOptions{BackupDir: backups, EtcdCommand: env.Command}, time.Now())
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,9 @@ type Applier struct {
 	Operator *runbook.Operator
 
 	background map[string]chan error // backups running while the survivor is rebuilt
+	// survivorLoaded opens when the survivor's etcd has loaded its data: the background
+	// backups wait for it.
+	survivorLoaded *gate
 }
 
 // Report is what apply did.
@@ -64,6 +67,8 @@ var ErrStale = errors.New("the plan no longer matches the cluster")
 func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 	started := time.Now()
 	a.Out = &syncWriter{w: a.Out} // background backups report while steps run
+	a.survivorLoaded = newGate()
+	defer a.survivorLoaded.open() // a plan without a rebuild step, or a failed run
 	for _, m := range a.Plan.Members {
 		if m.Runbook != "" && a.Operator == nil {
 			return nil, fmt.Errorf("%s is on the runbook: apply needs an operator to confirm its checkpoints", m.Name)
@@ -326,12 +331,18 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		return a.othersStopped()
 	case s.ID == "backup":
 		return a.backupFirst()
-	case s.ID == "force-new-cluster" && survivor.Runbook != "":
-		return a.forceByFlag(ctx, survivor)
-	case s.ID == "force-new-cluster":
+	case s.ID == "force-new-cluster" || s.ID == "restore-snapshot":
+		defer a.survivorLoaded.open()
+		wctx, stopWatching := context.WithCancel(ctx)
+		defer stopWatching()
+		go a.watchSurvivorLoaded(wctx, survivor)
+		switch {
+		case s.ID == "restore-snapshot":
+			return a.restoreSnapshot(ctx, survivor, rep)
+		case survivor.Runbook != "":
+			return a.forceByFlag(ctx, survivor)
+		}
 		return a.forceOffline(ctx, survivor)
-	case s.ID == "restore-snapshot":
-		return a.restoreSnapshot(ctx, survivor, rep)
 	case s.ID == "remove-leftovers":
 		return a.removeLeftovers(ctx, survivor)
 	case s.ID == "restart-clean":
@@ -364,7 +375,8 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 }
 
 // backupOne copies one data dir into <backup>/<name>/data with a manifest, verified; a copy
-// already verified is kept as it is.
+// already verified is kept as it is, and so is one plan took while it watched the member
+// stopped, as long as the data dir still holds exactly the files it copied, unchanged.
 func (a *Applier) backupOne(m PlanMember, workers int) error {
 	if m.Runbook != "" {
 		if _, err := os.Stat(m.DataDir); err != nil {
@@ -372,6 +384,10 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 		}
 	}
 	final := filepath.Join(a.Plan.BackupDir, m.Name)
+	if current(final, m.DataDir) {
+		a.say("%s: backup taken by plan, and its data dir is unchanged since (every file's size and modification time)", m.Name)
+		return nil
+	}
 	if err := verifyBackup(final); err == nil {
 		a.say("%s: backup already there and verified", m.Name)
 		return nil
@@ -379,56 +395,14 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 	if _, err := os.Stat(final); err == nil {
 		return fmt.Errorf("backup %s exists but does not verify: move it aside and apply again", final)
 	}
-	partial := final + ".partial"
-	if err := os.RemoveAll(partial); err != nil { // an interrupted copy of ours, never the source
+	man, err := copyMember(m, final+".partial", workers)
+	if err != nil {
 		return err
 	}
-	// The copy's folders, and the backup folder naming them, are fsynced before the data dir
-	// is quarantined or wiped (here and in CopyTreeLinking).
-	if err := backup.MkdirAllSynced(filepath.Join(partial, "data")); err != nil {
+	if err := os.Rename(final+".partial", final); err != nil {
 		return err
 	}
-	var files []backup.FileSum
-	var links []backup.Link
-	var total int64
-	if err := dataDirPresent(m.DataDir); err == nil {
-		// One read of each file: the checksums are of the bytes written to the copy. Sealed WAL
-		// segments, which etcd never writes again, are hard links (no copy) where they can be.
-		if files, total, err = backup.CopyTreeLinking(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable, workers, datadir.SealedWALSegments(m.DataDir)); err != nil {
-			return fmt.Errorf("back up %s: %w", m.DataDir, err)
-		}
-		if _, err := os.Stat(filepath.Join(m.DataDir, "member")); err == nil {
-			// A member's backup without its WAL or its db would "verify" and keep nothing.
-			if err := backup.RequireMemberFiles(files); err != nil {
-				return fmt.Errorf("back up %s: %w", m.DataDir, err)
-			}
-		}
-		if links, err = backup.Links(m.DataDir, datadir.Ignorable); err != nil {
-			return fmt.Errorf("back up %s: %w", m.DataDir, err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) { // not there: a wiped member, nothing to keep
-		return err
-	}
-	plan.Crashpoint("backup:" + m.Name + ":copied")
-	if err := backup.VerifyAgainstSource(filepath.Join(partial, "data"), m.DataDir, files); err != nil {
-		return fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
-	}
-	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Links: links, Bytes: total, At: time.Now().UTC()}
-	if m.Manifest != "" {
-		// The static pod manifest the recovery will edit is kept with the data it runs.
-		sums, err := backupStaticPod(m.Manifest, partial)
-		if err != nil {
-			return err
-		}
-		man.StaticPod = sums
-	}
-	if err := backup.WriteJSONAtomic(filepath.Join(partial, "manifest.json"), man); err != nil {
-		return err
-	}
-	if err := os.Rename(partial, final); err != nil {
-		return err
-	}
-	a.say("%s: %d files, %d bytes backed up and verified in %s", m.Name, len(files), total, final)
+	a.say("%s: %d files, %d bytes backed up and verified in %s", m.Name, len(man.Files), man.Bytes, final)
 	return backup.SyncDir(a.Plan.BackupDir)
 }
 

@@ -31,6 +31,9 @@ type Assessment struct {
 	Warnings    []string     `json:"warnings"`
 	Quorum      string       `json:"quorum"`
 	QuorumCheck *QuorumCheck `json:"quorumCheck,omitempty"`
+	// SurvivorBackup is the survivor's verified backup, taken by plan while it watched the
+	// members it stopped ("" when it took none).
+	SurvivorBackup string `json:"survivorBackup,omitempty"`
 }
 
 // ErrNotNeeded means the cluster has quorum: recovery would only do harm.
@@ -55,6 +58,12 @@ type AssessOptions struct {
 	// FromSnapshot: the survivor is rebuilt from a snapshot, so a candidate's damaged pages do
 	// not disqualify it (its data is replaced; its URLs and membership are what is used).
 	FromSnapshot bool
+	// BackupDir, when set, is where the survivor is backed up while Assess watches the members
+	// it stopped (only then: the wait is spent anyway). The copy is kept only if they stayed
+	// stopped; apply uses it as long as the survivor's data dir is unchanged.
+	BackupDir string
+	// Manifests are the members' static pod manifests by name: a backup keeps a copy.
+	Manifests map[string]string
 }
 
 // Assess reads every member's data dir, proves quorum lost (failing closed), stops the members
@@ -87,9 +96,10 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 	if err := a.choose(o.Survivor, !o.FromSnapshot); err != nil {
 		return a, err
 	}
-	// The survivor's whole read ran while a supervisor had time to start a stopped member
-	// again: now it must still be stopped, or what was read may already be stale.
-	return a, stopped.stayedStopped(ctx, a)
+	keep := a.backUpWhileSettling(stopped, o)
+	// The survivor's whole read (and its backup) ran while a supervisor had time to start a
+	// stopped member again: now it must still be stopped, or what was read may already be stale.
+	return a, keep(func() error { return stopped.stayedStopped(ctx, a) })
 }
 
 // stoppedByPlan are the members Assess stopped, watched until settled for a supervisor that

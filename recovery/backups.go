@@ -1,8 +1,11 @@
 package recovery
 
 import (
+	"context"
 	"fmt"
 	goruntime "runtime"
+	"sync"
+	"time"
 )
 
 // foregroundWorkers copy files in parallel when nothing else waits: one per CPU, up to 4.
@@ -11,7 +14,10 @@ func foregroundWorkers() int { return min(4, goruntime.NumCPU()) }
 // Backups come first for the survivor, whose data the rebuild changes at once. The other
 // members' data dirs stay untouched until their own rejoin step, so they are copied in the
 // background while the survivor is rebuilt, and each rejoin waits for its member's verified
-// backup before it moves anything. Runbook members whose data dir is not readable here are
+// backup before it moves anything. The background copies start once the survivor's etcd has
+// loaded its data (it answers a status request): reading and hashing gigabytes on the same
+// CPUs and disk slowed that load by a second at 1 GiB, while the cluster took no writes; the
+// election that follows leaves them idle. Runbook members whose data dir is not readable here are
 // archived by the operator, at a checkpoint, up front.
 
 // backupFirst backs up the survivor and every member the operator archives, then starts the
@@ -35,9 +41,15 @@ func (a *Applier) backupFirst() error {
 		done[i] = make(chan error, 1)
 		a.background[m.Name] = done[i]
 	}
+	loaded := a.survivorLoaded
+	if loaded == nil {
+		loaded = newGate()
+		loaded.open()
+	}
 	go func() {
+		loaded.wait(a.Timeout)
 		for i, m := range later {
-			done[i] <- a.backupOne(m, 1) // one file at a time: the survivor is bootstrapping
+			done[i] <- a.backupOne(m, foregroundWorkers()) // the survivor has loaded its data
 		}
 	}()
 	if len(later) > 0 {
@@ -61,4 +73,47 @@ func (a *Applier) ensureBackup(m PlanMember) error {
 		return fmt.Errorf("%s's data dir must be backed up before it is touched: %w", m.Name, err)
 	}
 	return nil
+}
+
+// gate is closed once: the survivor's etcd has loaded its data, or its start failed (then the
+// background copies start anyway: they only waited to leave it the machine).
+type gate struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+// wait returns when the gate opens, or after limit.
+func (g *gate) wait(limit time.Duration) {
+	select {
+	case <-g.ch:
+	case <-time.After(limit):
+	}
+}
+
+// watchSurvivorLoaded opens the gate once the survivor answers a status request (etcd serves
+// client requests only after it has opened its db and rebuilt its index) or ctx ends.
+func (a *Applier) watchSurvivorLoaded(ctx context.Context, m PlanMember) {
+	defer a.survivorLoaded.open()
+	cli, err := a.client(m.ClientURLs)
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	for range 2400 { // 50 ms apart: two minutes at most
+		sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		_, err := cli.Status(sctx, m.ClientURLs[0])
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

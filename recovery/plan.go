@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -153,7 +154,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	if err := checkEveryVoterGiven(a, s); err != nil {
 		return nil, err
 	}
-	if err := checkFreshBackupDir(abs); err != nil {
+	if err := checkFreshBackupDir(abs, a.SurvivorBackup); err != nil {
 		return nil, err
 	}
 	for _, c := range a.Candidates {
@@ -265,13 +266,20 @@ func checkEveryVoterGiven(a *Assessment, s Candidate) error {
 }
 
 // checkFreshBackupDir refuses a backup folder that already holds backups: an old copy that
-// verifies against its own manifest must never pass for this recovery's.
-func checkFreshBackupDir(dir string) error {
+// verifies against its own manifest must never pass for this recovery's. ours is the backup
+// this plan took itself ("" for none).
+func checkFreshBackupDir(dir string, ours ...string) error {
 	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) == 0 {
+	if err != nil {
 		return nil
 	}
-	return fmt.Errorf("--backup-dir %s is not empty (%s, ...): choose a new folder for this recovery's backups, so that no older copy passes for them", dir, ents[0].Name())
+	for _, e := range ents {
+		// A .partial copy is never taken for a backup (a new copy replaces it).
+		if !strings.HasSuffix(e.Name(), ".partial") && !slices.Contains(ours, filepath.Join(dir, e.Name())) {
+			return fmt.Errorf("--backup-dir %s is not empty (%s, ...): choose a new folder for this recovery's backups, so that no older copy passes for them", dir, e.Name())
+		}
+	}
+	return nil
 }
 
 // checkMemberOptions refuses options that name no member or contradict each other.

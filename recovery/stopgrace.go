@@ -13,7 +13,7 @@ import (
 // streams such as the watches every kube-apiserver holds to end, while the cluster stays down.
 // Its WAL is synced for everything it acknowledged and its db is crash-safe, so the kill loses
 // nothing (the power-cut tests cut far harder).
-const QuorumLostStopGrace = time.Second
+const QuorumLostStopGrace = 250 * time.Millisecond
 
 // stoppingQuorumLost returns rt with QuorumLostStopGrace when it stops local processes and no
 // grace was set.

@@ -53,6 +53,9 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 			fmt.Fprintf(w, "  %-12s data dir %s is a link to %s: backed up and quarantined there\n", "", c.DataDir, c.RealDataDir)
 		}
 	}
+	if a.SurvivorBackup != "" {
+		fmt.Fprintf(w, "SURVIVOR BACKED UP while plan watched the members it stopped: %s (verified; apply uses it while %s's data dir stays unchanged)\n", a.SurvivorBackup, p.Survivor)
+	}
 	for _, l := range p.LeftOut {
 		fmt.Fprintf(w, "LEFT ALONE: %s (%s): %s\n", l.Name, l.DataDir, l.Reason)
 	}

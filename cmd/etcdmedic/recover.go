@@ -138,7 +138,8 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 				conn.Endpoints = nil // the members' own client URLs are probed
 			}
 			a, err := recovery.Assess(cmd.Context(), members, recovery.AssessOptions{Conn: conn, Survivor: survivor,
-				Stopper: recovery.Stopper(po, local.Runtime{}), Down: po.Down, FromSnapshot: po.Snapshot != nil})
+				Stopper: recovery.Stopper(po, local.Runtime{}), Down: po.Down, FromSnapshot: po.Snapshot != nil,
+				BackupDir: po.BackupDir, Manifests: po.Manifests})
 			if errors.Is(err, recovery.ErrNotNeeded) || errors.Is(err, recovery.ErrCannotTell) {
 				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
 			}
@@ -147,9 +148,11 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			}
 			p, err := recovery.NewPlan(a, po, time.Now())
 			if err != nil {
+				a.DiscardSurvivorBackup()
 				return failf(stoppedByPlan(a), "%v", err)
 			}
 			if err := p.Save(planDir); err != nil {
+				a.DiscardSurvivorBackup()
 				return failf("", "save the plan: %v", err)
 			}
 			pr, _ := printerFor(opts.writeOut)

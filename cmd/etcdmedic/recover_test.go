@@ -139,6 +139,22 @@ func TestRecoverQuorumLoss(t *testing.T) {
 func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 	c, ledger := quorumLost(t)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	// m1 still runs: plan stops it and copies the survivor while it watches for a supervisor.
+	// Killed right after that copy, it leaves no plan and a partial copy the next plan replaces.
+	crashed := exec.CommandContext(t.Context(), etcdtest.EtcdmedicBinary(t), recoverPlanArgs(t, c, planDir, backups)...)
+	crashed.Env = append(os.Environ(), plan.CrashpointEnv+"=plan:backup:copied")
+	if out, err := crashed.CombinedOutput(); err == nil {
+		t.Fatalf("plan with a crash after the survivor's copy finished without crashing:\n%s", out)
+	} else if ee, ok := err.(*exec.ExitError); !ok || ee.ProcessState.ExitCode() != -1 {
+		t.Fatalf("plan with a crash after the survivor's copy failed otherwise (%v):\n%s", err, lastLines(string(out), 15))
+	}
+	if _, err := os.Stat(filepath.Join(planDir, plan.File)); err == nil {
+		t.Fatal("plan killed before it finished saved a plan")
+	}
+	if partial, _ := filepath.Glob(filepath.Join(backups, "*.partial")); len(partial) != 1 {
+		t.Fatalf("plan killed inside the survivor's copy: want its partial copy, found %v", partial)
+	}
+	// m1 stays stopped: this plan watches nothing, and apply takes the survivor's backup.
 	if code, out, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...); code != exitOK {
 		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -146,8 +162,8 @@ func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The survivor is copied inside the backup step; the others in the background while the
-	// survivor is rebuilt (that crash lands in the middle of force-new-cluster).
+	// The survivor is copied inside the backup step; the others in the background once the
+	// survivor has loaded its data (that crash lands in the middle of force-new-cluster).
 	other := ""
 	for _, m := range p.Members {
 		if m.Name != p.Survivor && other == "" {

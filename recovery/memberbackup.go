@@ -1,0 +1,88 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/plan"
+)
+
+// copyMember copies m's data dir (and its static pod manifest, if it has one) into partial:
+// partial/data, checksummed as it is written, verified against the source, with a manifest.
+// The caller renames partial into place once the copy may stand as the member's backup.
+func copyMember(m PlanMember, partial string, workers int) (backupManifest, error) {
+	if err := os.RemoveAll(partial); err != nil { // an interrupted copy of ours, never the source
+		return backupManifest{}, err
+	}
+	// The copy's folders, and the backup folder naming them, are fsynced before the data dir
+	// is quarantined or wiped (here and in CopyTreeLinking).
+	if err := backup.MkdirAllSynced(filepath.Join(partial, "data")); err != nil {
+		return backupManifest{}, err
+	}
+	var files []backup.FileSum
+	var links []backup.Link
+	var total int64
+	if err := dataDirPresent(m.DataDir); err == nil {
+		// One read of each file: the checksums are of the bytes written to the copy. Sealed WAL
+		// segments, which etcd never writes again, are hard links (no copy) where they can be.
+		if files, total, err = backup.CopyTreeLinking(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable, workers, datadir.SealedWALSegments(m.DataDir)); err != nil {
+			return backupManifest{}, fmt.Errorf("back up %s: %w", m.DataDir, err)
+		}
+		if _, err := os.Stat(filepath.Join(m.DataDir, "member")); err == nil {
+			// A member's backup without its WAL or its db would "verify" and keep nothing.
+			if err := backup.RequireMemberFiles(files); err != nil {
+				return backupManifest{}, fmt.Errorf("back up %s: %w", m.DataDir, err)
+			}
+		}
+		if links, err = backup.Links(m.DataDir, datadir.Ignorable); err != nil {
+			return backupManifest{}, fmt.Errorf("back up %s: %w", m.DataDir, err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) { // not there: a wiped member, nothing to keep
+		return backupManifest{}, err
+	}
+	plan.Crashpoint("backup:" + m.Name + ":copied")
+	if err := backup.VerifyAgainstSource(filepath.Join(partial, "data"), m.DataDir, files); err != nil {
+		return backupManifest{}, fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
+	}
+	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Links: links, Bytes: total, At: time.Now().UTC()}
+	if m.Manifest != "" {
+		// The static pod manifest the recovery will edit is kept with the data it runs.
+		sums, err := backupStaticPod(m.Manifest, partial)
+		if err != nil {
+			return backupManifest{}, err
+		}
+		man.StaticPod = sums
+	}
+	if err := backup.WriteJSONAtomic(filepath.Join(partial, "manifest.json"), man); err != nil {
+		return backupManifest{}, err
+	}
+	return man, nil
+}
+
+// current reports whether the backup in dir is a verified copy of dataDir as it is now: it was
+// taken from dataDir (by plan, or by an apply that stopped), every file it copied is there at
+// the size recorded, and dataDir holds exactly those files with the sizes and modification
+// times they had when copied. Then the copy's checksums, proven against the source when it was
+// made, still hold for both without reading a byte.
+func current(dir, dataDir string) bool {
+	var man backupManifest
+	if err := backup.ReadJSON(filepath.Join(dir, "manifest.json"), &man); err != nil || man.Source != dataDir || man.TakenBy != "" {
+		return false
+	}
+	if len(man.Files) == 0 || !backup.Unchanged(dataDir, man.Files, datadir.Ignorable) {
+		return false
+	}
+	for _, f := range man.Files {
+		info, err := os.Stat(filepath.Join(dir, "data", f.Path))
+		if err != nil || info.Size() != f.Size {
+			return false
+		}
+	}
+	return len(man.StaticPod) == 0 || backup.Verify(filepath.Join(dir, "static-pod"), man.StaticPod) == nil
+}
