@@ -3,6 +3,7 @@ module github.com/etcdmedic/etcdmedic
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/coreos/go-semver v0.3.1
 	github.com/dustin/go-humanize v1.0.1

@@ -13,12 +13,13 @@ import (
 // WAL segments and .snap files (etcd only appends to the one and writes the other once) and a
 // PD join file. The db is not copied: a running member rewrites it in place, so a consistent
 // copy must come from etcd itself (the snapshot API). The source is only read.
-func CopyLogsForInspection(dataDir, dst string) (memberDir string, err error) {
+// walDir is the member's --wal-dir ("": member/wal); the copy always has it as member/wal.
+func CopyLogsForInspection(dataDir, walDir, dst string) (memberDir string, err error) {
 	r := &Report{Path: dataDir}
-	if err := r.classify(dataDir, timeNow()); err != nil {
+	if err := r.classify(dataDir, timeNow(), walDir); err != nil {
 		return "", err
 	}
-	if r.MemberDir == "" {
+	if r.Kind != KindEtcdMember && r.Kind != KindPDMember {
 		return "", fmt.Errorf("%w: %s is not an etcd data dir: %s", ErrNotInspectable, dataDir, r.KindReason)
 	}
 	dstMember := filepath.Join(dst, "member")
@@ -26,7 +27,11 @@ func CopyLogsForInspection(dataDir, dst string) (memberDir string, err error) {
 		if err := os.MkdirAll(filepath.Join(dstMember, sub), 0o700); err != nil {
 			return "", err
 		}
-		ents, err := os.ReadDir(filepath.Join(r.MemberDir, sub))
+		from := filepath.Join(r.MemberDir, sub)
+		if sub == "wal" {
+			from = r.WALDir
+		}
+		ents, err := os.ReadDir(from)
 		if err != nil {
 			return "", err
 		}
@@ -35,7 +40,7 @@ func CopyLogsForInspection(dataDir, dst string) (memberDir string, err error) {
 			if !e.Type().IsRegular() || !(strings.HasSuffix(name, ".wal") || strings.HasSuffix(name, ".snap")) {
 				continue
 			}
-			if err := backup.CopyFile(filepath.Join(r.MemberDir, sub, name), filepath.Join(dstMember, sub, name), 0o600); err != nil {
+			if err := backup.CopyFile(filepath.Join(from, name), filepath.Join(dstMember, sub, name), 0o600); err != nil {
 				return "", err
 			}
 		}

@@ -19,19 +19,26 @@ const (
 	KindNotEtcd    = "not-etcd"
 	// KindDBFile is a bare backend file: an `etcdctl snapshot save` file or a copied db.
 	KindDBFile = "db-file"
+	// KindDataWithoutWAL is a member's member/snap (its db) with no WAL where etcd would read
+	// it: a member run with --wal-dir elsewhere, or one that lost its WAL.
+	KindDataWithoutWAL = "data-without-wal"
+	// KindWALWithoutData is a WAL dir (--wal-dir) whose data dir holds no member/snap.
+	KindWALWithoutData = "wal-without-data"
 )
 
 // Report is everything inspect learned about one data dir. Its JSON form is the contract of
 // `etcdmedic inspect -w json` (documented in the README).
 type Report struct {
-	Path       string    `json:"path"`
-	Kind       string    `json:"kind"`
-	KindReason string    `json:"kindReason,omitempty"`
-	MemberDir  string    `json:"memberDir,omitempty"`
-	Identity   *Identity `json:"identity,omitempty"`
-	PDJoin     *PDJoin   `json:"pdJoin,omitempty"`
-	Raft       *Raft     `json:"raft,omitempty"`
-	Backend    *Backend  `json:"backend,omitempty"`
+	Path       string `json:"path"`
+	Kind       string `json:"kind"`
+	KindReason string `json:"kindReason,omitempty"`
+	MemberDir  string `json:"memberDir,omitempty"`
+	// WALDir is the folder the WAL was read from: <member>/wal, or the --wal-dir given.
+	WALDir   string    `json:"walDir,omitempty"`
+	Identity *Identity `json:"identity,omitempty"`
+	PDJoin   *PDJoin   `json:"pdJoin,omitempty"`
+	Raft     *Raft     `json:"raft,omitempty"`
+	Backend  *Backend  `json:"backend,omitempty"`
 	// BackendError says why the db could not be read (the rest of the report still stands).
 	BackendError string      `json:"backendError,omitempty"`
 	Membership   *Membership `json:"membership,omitempty"`
@@ -84,6 +91,9 @@ type Raft struct {
 type Options struct {
 	// Deep reads the whole db: size in use, key count and a check of every page.
 	Deep bool
+	// WALDir is the member's --wal-dir when its WAL lives apart from the data dir ("":
+	// <data-dir>/member/wal).
+	WALDir string
 	// Now is the clock for ages (tests pin it).
 	Now time.Time
 }
@@ -101,7 +111,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 		opts.Now = timeNow()
 	}
 	r := &Report{Path: path}
-	if err := r.classify(path, opts.Now); err != nil {
+	if err := r.classify(path, opts.Now, opts.WALDir); err != nil {
 		return nil, err
 	}
 	if r.Kind == KindDBFile {
@@ -110,7 +120,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 	if r.Kind != KindEtcdMember && r.Kind != KindPDMember {
 		return r, nil
 	}
-	walDir := filepath.Join(r.MemberDir, "wal")
+	walDir := r.WALDir
 	snapDir := filepath.Join(r.MemberDir, "snap")
 	dbPath := filepath.Join(snapDir, "db")
 
@@ -239,7 +249,7 @@ func (r *Report) fillIdentity() {
 }
 
 // classify decides what kind of directory path is, and where its member/ dir is.
-func (r *Report) classify(path string, now time.Time) error {
+func (r *Report) classify(path string, now time.Time, walDir string) error {
 	info, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -265,6 +275,9 @@ func (r *Report) classify(path string, now time.Time) error {
 		return fmt.Errorf("%w: read %s: %v", ErrNotInspectable, path, err)
 	}
 	if len(withoutIgnorable(ents)) == 0 {
+		if walDir != "" && isWALDir(walDir) {
+			return r.classifyApart(filepath.Join(path, "member"), walDir)
+		}
 		r.Kind, r.KindReason = KindEmpty, "the directory is empty: a new member may start here"
 		return nil
 	}
@@ -276,11 +289,19 @@ func (r *Report) classify(path string, now time.Time) error {
 		}
 		r.PDJoin = j
 	}
-	switch {
-	case isMemberDir(filepath.Join(path, "member")):
-		r.MemberDir = filepath.Join(path, "member")
-	case isMemberDir(path) && filepath.Base(path) == "member":
-		r.MemberDir = path // the member/ dir itself was given
+	member := filepath.Join(path, "member")
+	if filepath.Base(path) == "member" && !dirExists(member) {
+		member = path // the member/ dir itself was given
+	}
+	if walDir != "" {
+		return r.classifyApart(member, walDir)
+	}
+	if isWALDir(filepath.Join(member, "wal")) {
+		r.MemberDir, r.WALDir = member, filepath.Join(member, "wal")
+	} else if dbExists(member) {
+		r.Kind, r.MemberDir = KindDataWithoutWAL, member
+		r.KindReason = "member/snap holds a db, but there is no member/wal with .wal files: etcd runs this member with --wal-dir elsewhere (give it: --wal-dir, or --from-process, --from-config, --from-unit), or its WAL is lost"
+		return nil
 	}
 	if r.MemberDir == "" {
 		r.Kind = KindNotEtcd
@@ -297,9 +318,47 @@ func (r *Report) classify(path string, now time.Time) error {
 	return nil
 }
 
-func isMemberDir(dir string) bool {
-	segs, err := listWALSegments(filepath.Join(dir, "wal"))
+// classifyApart classifies a member whose WAL is in its own folder (etcd's --wal-dir): both
+// halves must be there, and a WAL left in member/wal meanwhile is not read (etcd would not).
+func (r *Report) classifyApart(member, walDir string) error {
+	hasWAL, hasDB := isWALDir(walDir), dbExists(member)
+	switch {
+	case hasWAL && hasDB:
+		r.MemberDir, r.WALDir = member, walDir
+		if r.Kind == "" {
+			r.Kind = KindEtcdMember
+			if r.PDJoin != nil {
+				r.Kind = KindPDMember
+			}
+		}
+	case hasWAL:
+		r.Kind, r.MemberDir, r.WALDir = KindWALWithoutData, member, walDir
+		r.KindReason = fmt.Sprintf("the WAL dir %s holds .wal files, but %s has no member/snap/db: etcd would replay a log without the data it was applied to", walDir, member)
+	case hasDB && isWALDir(filepath.Join(member, "wal")):
+		r.Kind, r.MemberDir, r.WALDir = KindDataWithoutWAL, member, walDir
+		r.KindReason = fmt.Sprintf("the WAL is in %s, not in the --wal-dir %s: etcd started with that --wal-dir finds no WAL and starts as a new member, ignoring this data", filepath.Join(member, "wal"), walDir)
+	case hasDB:
+		r.Kind, r.MemberDir, r.WALDir = KindDataWithoutWAL, member, walDir
+		r.KindReason = fmt.Sprintf("member/snap holds a db, but the --wal-dir %s holds no .wal files: the WAL is lost or elsewhere", walDir)
+	default:
+		r.Kind, r.KindReason = KindNotEtcd, fmt.Sprintf("no member/snap/db here and no .wal files in the --wal-dir %s", walDir)
+	}
+	return nil
+}
+
+func isWALDir(dir string) bool {
+	segs, err := listWALSegments(dir)
 	return err == nil && len(segs) > 0
+}
+
+func dirExists(dir string) bool {
+	st, err := os.Stat(dir)
+	return err == nil && st.IsDir()
+}
+
+func dbExists(member string) bool {
+	st, err := os.Stat(filepath.Join(member, "snap", "db"))
+	return err == nil && st.Mode().IsRegular()
 }
 
 // inspectDBFile reads a bare db: an `etcdctl snapshot save` file, or a db copied out of a data

@@ -31,6 +31,9 @@ func ForDataDir(r *datadir.Report) []Finding {
 		Sort(out)
 		return out
 	}
+	if r.Kind == datadir.KindDataWithoutWAL || r.Kind == datadir.KindWALWithoutData {
+		return apartFindings(r)
+	}
 	if r.Kind != datadir.KindEtcdMember && r.Kind != datadir.KindPDMember {
 		return out
 	}

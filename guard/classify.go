@@ -32,6 +32,9 @@ const (
 	// Unreadable: the user etcdmedic runs as cannot read the data dir (or a file of it): it
 	// can neither be judged nor moved.
 	Unreadable Class = "UNREADABLE"
+	// Incomplete: half a member, its db without its WAL or its WAL (--wal-dir) without its db:
+	// never judged by one half, never moved.
+	Incomplete Class = "INCOMPLETE"
 )
 
 // SafeToStart is true for the classes a member may start on.
@@ -72,6 +75,11 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		out.Movable = false
 		return out
 	}
+	if r.Kind == datadir.KindDataWithoutWAL || r.Kind == datadir.KindWALWithoutData {
+		out := verdict(Incomplete, r.KindReason)
+		out.Movable = false
+		return withEvidence(out, []finding.Evidence{{What: "data dir kind", Value: r.Kind}, {What: "WAL dir", Value: r.WALDir}})
+	}
 	ev := []finding.Evidence{{What: "data dir kind", Value: r.Kind}}
 	if r.Identity != nil {
 		ev = append(ev,
@@ -101,7 +109,7 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		out := verdict(Foreign, "the directory holds files that are not etcd data ("+r.KindReason+")")
 		out.Movable = onlyEtcdNames(r.Path)
 		if !out.Movable {
-			out.Reason += ": etcdmedic will not move them; check --data-dir (a member with a separate --wal-dir has only member/snap here)"
+			out.Reason += ": etcdmedic will not move them; check --data-dir"
 		}
 		return withEvidence(out, ev)
 	}

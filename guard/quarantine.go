@@ -36,6 +36,8 @@ type Manifest struct {
 	// Links are the symbolic links in the data dir (member/wal on its own disk): Files are summed
 	// through them. An absolute link moves with its folder, and its target stays where it is.
 	Links []backup.Link `json:"links,omitempty"`
+	// WAL is the member's WAL dir when it lives apart (--wal-dir): quarantined beside itself.
+	WAL *ApartWAL `json:"wal,omitempty"`
 }
 
 // Quarantined says where a data dir's contents went.
@@ -43,6 +45,8 @@ type Quarantined struct {
 	Dir   string `json:"dir"` // holds manifest.json, report.json and data/
 	Files int    `json:"files"`
 	Bytes int64  `json:"bytes"`
+	// WALDir holds the WAL (in wal/) when it lived apart from the data dir.
+	WALDir string `json:"walDir,omitempty"`
 }
 
 const partialSuffix = ".partial"
@@ -82,6 +86,15 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		return nil, err
 	}
 	defer release()
+	wal, err := apartWAL(report, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	if wal != nil {
+		if err := walLocked(wal.RealSource); err != nil {
+			return nil, err
+		}
+	}
 	base, err := quarantineBase(dataDir)
 	if err != nil {
 		return nil, err
@@ -109,12 +122,33 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		}
 		return nil, fmt.Errorf("%w; nothing was moved", err)
 	}
+	if haveManifest {
+		wal = m.WAL // what the interrupted run started to move, nothing else
+		if wal != nil {
+			if err := walLocked(wal.RealSource); err != nil {
+				return nil, err
+			}
+		}
+	} else if wal != nil {
+		walBase, err := quarantineBase(wal.RealSource)
+		if err != nil {
+			return nil, err
+		}
+		if err := movable(wal.RealSource, wal.Entries, filepath.Join(walBase, "new", "wal")); err != nil {
+			return nil, fmt.Errorf("the WAL dir: %w; nothing was moved", err)
+		}
+	}
 	if !haveManifest {
 		// Nothing has moved yet: checksum everything where it is (a link whose target is
 		// missing refuses here, before a quarantine folder is made).
-		m = Manifest{Source: given, RealSource: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: entries}
+		m = Manifest{Source: given, RealSource: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: entries, WAL: wal}
 		if err := m.sum(dataDir, known, from); err != nil {
 			return nil, fmt.Errorf("%w; nothing was moved", err)
+		}
+		if wal != nil {
+			if err := wal.sum(); err != nil {
+				return nil, fmt.Errorf("%w; nothing was moved", err)
+			}
 		}
 	}
 	if partial == "" {
@@ -124,6 +158,13 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 			return nil, fmt.Errorf("create quarantine folder: %w", err)
 		}
 		data = filepath.Join(partial, "data")
+	}
+	final := strings.TrimSuffix(partial, partialSuffix)
+	if wal != nil {
+		// The WAL half's folder exists (its name in the manifest) before the manifest does.
+		if err := wal.prepare(filepath.Base(partial)); err != nil {
+			return nil, fmt.Errorf("create the WAL dir's quarantine folder: %w", err)
+		}
 	}
 	if !haveManifest {
 		if err := backup.WriteJSONAtomic(filepath.Join(partial, "manifest.json"), m); err != nil {
@@ -147,6 +188,12 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	for _, name := range topLevel(dataDir) {
 		if !listed[name] {
 			return nil, fmt.Errorf("%s appeared in %s after the quarantine %s started: compare by hand; nothing was moved over it", name, dataDir, partial)
+		}
+	}
+	if wal != nil {
+		// The log first: until the data dir's own entries move, the member's db is where it was.
+		if err := wal.move(filepath.Join(final, "manifest.json")); err != nil {
+			return nil, err
 		}
 	}
 	for _, name := range m.Entries {
@@ -177,14 +224,17 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if err := check(data, m.Files); err != nil {
 		return nil, fmt.Errorf("quarantine %s does not match its manifest (nothing was deleted; the data is in %s): %w", partial, data, err)
 	}
-	final := strings.TrimSuffix(partial, partialSuffix)
 	if err := os.Rename(partial, final); err != nil {
 		return nil, err
 	}
 	if err := backup.SyncDir(base); err != nil {
 		return nil, err
 	}
-	return &Quarantined{Dir: final, Files: len(m.Files), Bytes: m.Bytes}, nil
+	q := &Quarantined{Dir: final, Files: len(m.Files), Bytes: m.Bytes}
+	if wal != nil {
+		q.Files, q.Bytes, q.WALDir = q.Files+len(wal.Files), q.Bytes+wal.Bytes, wal.Dir
+	}
+	return q, nil
 }
 
 // resumedManifest reads the manifest of an unfinished quarantine (partial; "" for none), if it
@@ -388,5 +438,11 @@ func Verify(dir string) error {
 	if err := backup.ReadJSON(filepath.Join(dir, "manifest.json"), &m); err != nil {
 		return err
 	}
-	return backup.Verify(filepath.Join(dir, "data"), m.Files)
+	if err := backup.Verify(filepath.Join(dir, "data"), m.Files); err != nil {
+		return err
+	}
+	if m.WAL != nil {
+		return backup.Verify(filepath.Join(m.WAL.Dir, "wal"), m.WAL.Files)
+	}
+	return nil
 }

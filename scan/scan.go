@@ -21,7 +21,9 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/deployment"
 	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 // kindUnreadable is a Found data dir that could not be inspected.
@@ -37,7 +39,11 @@ type Found struct {
 	LastIndex uint64         `json:"lastIndex,omitempty"`
 	Modified  time.Time      `json:"modified"`
 	InUse     bool           `json:"inUse"` // a running process holds its files
-	Error     string         `json:"error,omitempty"`
+	// UsedBy is the process (and its systemd unit or pod) configured with this data dir,
+	// running now, and WALDir its --wal-dir when the WAL lives apart.
+	UsedBy *local.Process `json:"usedBy,omitempty"`
+	WALDir string         `json:"walDir,omitempty"`
+	Error  string         `json:"error,omitempty"`
 	Verdict   *guard.Verdict `json:"verdict,omitempty"` // with a live cluster to compare to
 }
 
@@ -230,6 +236,9 @@ func isDataDir(dir string, names map[string]bool) bool {
 	if !names["member"] {
 		return false
 	}
+	if st, err := os.Stat(filepath.Join(dir, "member", "snap", "db")); err == nil && st.Mode().IsRegular() {
+		return true // its WAL may live apart (--wal-dir): inspect says so
+	}
 	wal, err := os.ReadDir(filepath.Join(dir, "member", "wal"))
 	if err != nil {
 		return false
@@ -300,7 +309,15 @@ func inspectOne(dir string, v *cluster.View) Found {
 	if st, err := os.Stat(dir); err == nil {
 		f.Modified = newestModTime(dir, st.ModTime())
 	}
-	r, err := datadir.Inspect(dir, datadir.Options{})
+	// The process configured with this data dir says where its WAL is, and who uses it.
+	if pid, _, ok := local.FindProcess(dir); ok {
+		p := local.Describe(pid)
+		f.UsedBy = &p
+		if spec, err := deployment.FromProcess(pid); err == nil && spec.WALDir != "" {
+			f.WALDir = spec.WALDir
+		}
+	}
+	r, err := datadir.Inspect(dir, datadir.Options{WALDir: f.WALDir})
 	if err != nil {
 		f.Kind = kindUnreadable
 		f.Error = err.Error()

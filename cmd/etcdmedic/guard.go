@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,8 @@ type guardOptions struct {
 	passEnv    []string // --pass-env names
 	startEnv   []string // their NAME=value, read before anything changes
 	etcdCmd    string
+	from       deploymentFlags
+	walDir     string // settled from --wal-dir or the deployment
 }
 
 func newGuardCommand(opts *globalOptions) *cobra.Command {
@@ -59,6 +62,12 @@ inspects the data dir offline, probes the live cluster, and classifies the data 
   MISMATCHED  the member is live, but its name or peer URLs are another member's
   UNKNOWN     the live cluster cannot be reached or has no quorum: etcdmedic never guesses
   UNREADABLE  etcdmedic cannot read the data dir as the user it runs as: nothing judged or moved
+  INCOMPLETE  half a member: its db without its WAL, or its WAL (--wal-dir) without its db
+
+A member whose WAL lives apart is given with --wal-dir; both halves are judged together and,
+with --fix, quarantined together (each beside its own folder, one manifest). Instead of
+--data-dir, --name and --peer-urls, the member can be read from how it runs: --from-process PID,
+--from-config FILE or --from-unit NAME.
 
 With --fix, a data dir that is not EMPTY or VALID is quarantined: its contents (a PD join file
 included) move aside on the same filesystem, with a checksum manifest and the inspect report,
@@ -69,8 +78,22 @@ Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN, UNREA
 not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.dataDir == "" {
-				return failf("give the member's data dir: --data-dir /var/lib/etcd", "--data-dir is required")
+			dataDir, walDir, spec, err := o.from.dataDirFrom(o.dataDir)
+			if err != nil {
+				return failf("give the member's data dir: --data-dir /var/lib/etcd (or --from-process, --from-config, --from-unit)", "%v", err)
+			}
+			o.dataDir, o.walDir = dataDir, walDir
+			if spec != nil {
+				o.name = cmp.Or(o.name, spec.Name)
+				if len(o.peerURLs) == 0 {
+					o.peerURLs = spec.PeerURLs
+				}
+				if len(o.clientURLs) == 0 {
+					o.clientURLs = spec.ClientURLs
+				}
+			}
+			if o.walDir != "" {
+				o.etcdFlags = append(o.etcdFlags, "--wal-dir="+o.walDir) // a member started by --start
 			}
 			if (o.rejoin || o.start) && (o.name == "" || len(o.peerURLs) == 0) {
 				return failf("the member joins as --name with --peer-urls (and --client-urls to start it)", "--rejoin needs --name and --peer-urls")
@@ -78,7 +101,6 @@ not run.`,
 			if o.start && (!o.rejoin || len(o.clientURLs) == 0) {
 				return failf("", "--start goes with --rejoin and --client-urls")
 			}
-			var err error
 			if o.startEnv, err = passedEnv(o.passEnv); err != nil {
 				return err
 			}
@@ -110,6 +132,7 @@ not run.`,
 	}
 	f := cmd.Flags()
 	o.register(f)
+	o.from.register(f)
 	f.StringVar(&o.dataDir, "data-dir", "", "the member's data dir (etcd --data-dir, or PD's data dir)")
 	f.StringVar(&o.name, "name", "", "the name the member will start with")
 	f.StringSliceVar(&o.peerURLs, "peer-urls", nil, "the peer URLs the member will advertise")
@@ -162,7 +185,7 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 	}
 	var report *datadir.Report
 	if _, err := os.Stat(o.dataDir); err == nil {
-		report, err = datadir.Inspect(o.dataDir, datadir.Options{})
+		report, err = datadir.Inspect(o.dataDir, datadir.Options{WALDir: o.walDir})
 		if err == nil && report.Kind == datadir.KindDBFile {
 			return nil, failf("give the directory etcd runs with as --data-dir", "%s is a db file, not a data dir", o.dataDir)
 		}

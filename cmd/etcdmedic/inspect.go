@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/deployment"
 	"github.com/etcdmedic/etcdmedic/finding"
 )
 
@@ -15,13 +16,17 @@ import (
 type inspectResult struct {
 	*datadir.Report
 	Findings []finding.Finding `json:"findings"`
+	// Deployment is how the member runs, when it was read with --from-process, --from-config
+	// or --from-unit.
+	Deployment *deployment.Spec `json:"deployment,omitempty"`
 }
 
 func newInspectCommand(opts *globalOptions) *cobra.Command {
 	var deep bool
 	var live liveCopyOptions
+	var from deploymentFlags
 	cmd := &cobra.Command{
-		Use:   "inspect DATA_DIR",
+		Use:   "inspect [DATA_DIR]",
 		Short: "Inspect a stopped member's data dir offline (read-only)",
 		Long: `Reads one etcd member's data dir (etcd's --data-dir, or a PD data dir such as /var/lib/pd)
 without writing to it: identity, raft state, backend, membership from both of etcd's stores,
@@ -31,21 +36,29 @@ A running member locks its files. To look at one anyway, give its client URL wit
 --live-endpoint: etcdmedic then reads its WAL and .snap files as they are (etcd only appends
 to them) and takes a consistent copy of its db through the member's snapshot API.
 
+A member whose WAL lives apart (etcd's --wal-dir) is read with --wal-dir. Instead of the data
+dir, the member can be named by how it runs: --from-process PID (its flags, ETCD_* variables
+and working directory), --from-config FILE (etcd's YAML config file, or a PD .toml), or
+--from-unit NAME (its systemd unit and EnvironmentFiles).
+
 Exit codes: 0 nothing found, 1 warnings, 2 critical findings, 3 could not inspect.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, _ := printerFor(opts.writeOut)
+			dataDir, walDir, spec, err := from.dataDirFrom(firstArg(args))
+			if err != nil {
+				return failf("", "%v", err)
+			}
 			var report *datadir.Report
-			var err error
 			if live.endpoint != "" {
-				report, err = inspectLiveCopy(cmd.Context(), args[0], live, datadir.Options{Deep: deep})
+				report, err = inspectLiveCopy(cmd.Context(), dataDir, live, datadir.Options{Deep: deep, WALDir: walDir})
 			} else {
-				report, err = datadir.Inspect(args[0], datadir.Options{Deep: deep})
+				report, err = datadir.Inspect(dataDir, datadir.Options{Deep: deep, WALDir: walDir})
 			}
 			if err != nil {
 				return inspectError(err)
 			}
-			res := inspectResult{Report: report, Findings: finding.ForDataDir(report)}
+			res := inspectResult{Report: report, Findings: finding.ForDataDir(report), Deployment: spec}
 			if res.Findings == nil {
 				res.Findings = []finding.Finding{}
 			}
@@ -54,13 +67,14 @@ Exit codes: 0 nothing found, 1 warnings, 2 critical findings, 3 could not inspec
 			}
 			switch report.Kind {
 			case datadir.KindEmpty:
-				return failf("nothing to inspect; a new member may use this directory", "%s is empty: no etcd data", args[0])
+				return failf("nothing to inspect; a new member may use this directory", "%s is empty: no etcd data", dataDir)
 			case datadir.KindNotEtcd:
-				return failf("give the directory passed to etcd as --data-dir (it holds member/wal and member/snap)", "%s is not an etcd data dir: %s", args[0], report.KindReason)
+				return failf("give the directory passed to etcd as --data-dir (it holds member/wal and member/snap)", "%s is not an etcd data dir: %s", dataDir, report.KindReason)
 			}
 			return verdictFor(res.Findings)
 		},
 	}
+	from.register(cmd.Flags())
 	cmd.Flags().BoolVar(&deep, "deep", false, "also read the whole db: size in use, key count, and a check of every page")
 	cmd.Flags().StringVar(&live.endpoint, "live-endpoint", "", "inspect a RUNNING member through a copy: its client URL, for a consistent db snapshot")
 	cmd.Flags().StringVar(&live.cacert, "cacert", "", "with --live-endpoint: CA bundle to verify the member's certificate")
@@ -94,4 +108,11 @@ func idOrDash(id datadir.ID) string {
 		return "-"
 	}
 	return fmt.Sprint(id)
+}
+
+func firstArg(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }

@@ -39,7 +39,7 @@ func inspectLiveCopy(ctx context.Context, dataDir string, o liveCopyOptions, opt
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	memberDir, err := datadir.CopyLogsForInspection(dataDir, tmp)
+	memberDir, err := datadir.CopyLogsForInspection(dataDir, opts.WALDir, tmp)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +70,8 @@ func inspectLiveCopy(ctx context.Context, dataDir string, o liveCopyOptions, opt
 	if err := db.Close(); err != nil {
 		return nil, err
 	}
+	walDir := opts.WALDir
+	opts.WALDir = "" // the copy has its WAL in member/wal
 	r, err := datadir.Inspect(tmp, opts)
 	if err != nil {
 		return nil, err
@@ -78,7 +80,7 @@ func inspectLiveCopy(ctx context.Context, dataDir string, o liveCopyOptions, opt
 		return nil, fmt.Errorf("%s is member %x, but %s belongs to member %s: give the endpoint of the member that runs on this data dir", o.endpoint, st.Header.MemberId, dataDir, r.Identity.MemberID)
 	}
 	r.Path = dataDir
-	r.MemberDir = ""
+	r.MemberDir, r.WALDir = "", walDir
 	if r.Backend != nil {
 		r.Backend.Path = o.endpoint + " (snapshot)"
 	}

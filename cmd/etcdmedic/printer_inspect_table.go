@@ -3,12 +3,14 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/deployment"
 	"github.com/etcdmedic/etcdmedic/finding"
 )
 
@@ -16,6 +18,13 @@ func (tablePrinter) Inspect(w io.Writer, r inspectResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
 	row("DATA DIR", "%s", r.Path)
+	if r.WALDir != "" && r.MemberDir != "" && r.WALDir != filepath.Join(r.MemberDir, "wal") {
+		row("WAL DIR", "%s (apart from the data dir: etcd's --wal-dir)", r.WALDir)
+	}
+	if d := r.Deployment; d != nil {
+		row("RUN AS", "%s", runnerOf(d.Runs))
+		row("", "data dir from %s; WAL dir from %s", d.Origins["data-dir"], orDefault(d.Origins["wal-dir"], "default (member/wal)"))
+	}
 	row("KIND", "%s", r.Kind)
 	if r.KindReason != "" {
 		row("", "%s", r.KindReason)
@@ -181,6 +190,26 @@ func ids(list []datadir.ID) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// runnerOf says how a member is run, as the deployment was read.
+func runnerOf(r deployment.Runner) string {
+	switch r.Kind {
+	case deployment.Systemd:
+		return "systemd unit " + r.Unit + " (" + r.Stop + " / " + r.Start + ")"
+	case deployment.StaticPod:
+		return "kubeadm static pod " + r.Manifest
+	case deployment.Process:
+		return fmt.Sprintf("process %d: %s", r.PID, strings.Join(r.Command, " "))
+	}
+	return strings.Join(r.Command, " ")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
 	}
 	return s
 }

@@ -10,7 +10,7 @@ import (
 
 func (tablePrinter) Scan(w io.Writer, r *scan.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tKIND\tCLUSTER ID\tMEMBER ID\tNAME\tLAST INDEX\tLAST WRITE\tCLAIM")
+	fmt.Fprintln(tw, "PATH\tKIND\tCLUSTER ID\tMEMBER ID\tNAME\tLAST INDEX\tLAST WRITE\tUSED BY\tCLAIM")
 	for _, f := range r.Found {
 		claim := "-"
 		switch {
@@ -21,7 +21,7 @@ func (tablePrinter) Scan(w io.Writer, r *scan.Result) error {
 		case f.Verdict != nil:
 			claim = string(f.Verdict.Class)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Path, f.Kind, orDash(f.ClusterID), orDash(f.MemberID), orDash(f.Name), f.LastIndex, f.Modified.Format("2006-01-02T15:04:05Z"), claim)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.Path, f.Kind, orDash(f.ClusterID), orDash(f.MemberID), orDash(f.Name), f.LastIndex, f.Modified.Format("2006-01-02T15:04:05Z"), usedBy(f), claim)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -46,4 +46,19 @@ func (tablePrinter) Scan(w io.Writer, r *scan.Result) error {
 		}
 	}
 	return nil
+}
+
+// usedBy names the process configured with a data dir, and its unit or pod.
+func usedBy(f scan.Found) string {
+	p := f.UsedBy
+	if p == nil {
+		return "-"
+	}
+	switch {
+	case p.Unit != "":
+		return fmt.Sprintf("pid %d (unit %s)", p.PID, p.Unit)
+	case p.Pod:
+		return fmt.Sprintf("pid %d (a Kubernetes pod)", p.PID)
+	}
+	return fmt.Sprintf("pid %d (%s)", p.PID, p.Command)
 }

@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/deployment"
+	"github.com/etcdmedic/etcdmedic/finding"
+	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/scan"
+)
+
+// shape is one way operators run a member: how it is started, and how etcdmedic is told about
+// it instead of a data dir.
+type shape struct {
+	name    string
+	dir     string // the member's working directory
+	argv    []string
+	env     []string
+	shell   string // started by bash -c, as systemd would from a unit (its EnvironmentFile sourced)
+	source  func() (deployment.Spec, error)
+	flag    []string // how inspect is told
+	dataDir string
+	walDir  string
+	member  string
+}
+
+// Each deployment shape runs a real etcd started that way. The spec read from the running
+// process and the one read from its configuration (file, unit, PD TOML) must both be the member
+// etcd runs: its name, data dir, WAL dir and URLs. Stopped, inspect reads it through the same
+// configuration, both halves when the WAL lives apart.
+func TestDeploymentShapesResolveToTheMemberEtcdRuns(t *testing.T) {
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, mk := range []func(t *testing.T, bin string) shape{configFileShape, environmentShape, walDirFlagShape, unitShape, pdShape} {
+		s := mk(t, bin)
+		t.Run(s.name, func(t *testing.T) {
+			pid, client := startShape(t, s)
+			fromProcess, err := deployment.FromProcess(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromConfig, err := s.source()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, got := range map[string]deployment.Spec{"the process": fromProcess, "its configuration": fromConfig} {
+				if got.Name != s.member || got.DataDir != s.dataDir || got.WALDir != s.walDir || strings.Join(got.ClientURLs, ",") != client {
+					t.Errorf("from %s: name %q data dir %q WAL dir %q client URLs %v; etcd runs %q %q %q %s (origins %v)",
+						what, got.Name, got.DataDir, got.WALDir, got.ClientURLs, s.member, s.dataDir, s.walDir, client, got.Origins)
+				}
+			}
+			if fromProcess.Runs.PID != pid {
+				t.Errorf("runs: %+v", fromProcess.Runs)
+			}
+			writeKeys(t, fromProcess.ClientURLs, 20)
+			// scan names the process that uses each data dir, and its WAL dir.
+			code, out, errOut := runCLI(t, "scan", filepath.Dir(s.dataDir), "-w", "json")
+			var sr scan.Result
+			if err := json.Unmarshal([]byte(out), &sr); err != nil {
+				t.Fatalf("scan: exit %d %v\n%s\n%s", code, err, out, errOut)
+			}
+			var seen bool
+			for _, f := range sr.Found {
+				if f.Path == s.dataDir {
+					seen = f.UsedBy != nil && f.UsedBy.PID == pid && f.WALDir == s.walDir
+				}
+			}
+			if !seen {
+				t.Errorf("scan %s: want %s used by pid %d with WAL dir %q: %s", filepath.Dir(s.dataDir), s.dataDir, pid, s.walDir, out)
+			}
+			// Running: its files are locked, so inspect reads it through a live copy.
+			code, out, errOut = runCLI(t, "inspect", "--from-process", fmt.Sprint(pid), "--live-endpoint", client, "-w", "json")
+			if code > exitFindings {
+				t.Fatalf("inspect --from-process of the running member: exit %d\n%s\n%s", code, out, errOut)
+			}
+			stopShape(t, pid)
+			code, out, errOut = runCLI(t, append([]string{"inspect", "-w", "json"}, s.flag...)...)
+			if code > exitFindings {
+				t.Fatalf("inspect %v of the stopped member: exit %d\n%s\n%s", s.flag, code, out, errOut)
+			}
+			var res inspectResult
+			if err := json.Unmarshal([]byte(out), &res); err != nil {
+				t.Fatal(err)
+			}
+			if res.Identity == nil || res.Identity.Name != s.member || res.Raft == nil || res.Raft.LastIndex < 20 || res.Backend == nil {
+				t.Fatalf("inspect %v: %s", s.flag, out)
+			}
+			if s.walDir != "" {
+				if res.WALDir != s.walDir {
+					t.Errorf("WAL read from %s, want %s", res.WALDir, s.walDir)
+				}
+				// Given the data dir alone, the WAL is missing: a finding, not a guess.
+				code, out, _ := runCLI(t, "inspect", s.dataDir, "-w", "json")
+				if code != exitCritical || !strings.Contains(out, finding.IDDataWithoutWAL) {
+					t.Errorf("inspect of the data dir without its WAL dir: exit %d %s", code, out)
+				}
+				code, out, _ = runCLI(t, "inspect", t.TempDir(), "--wal-dir", s.walDir, "-w", "json")
+				if code != exitCritical || !strings.Contains(out, finding.IDWALWithoutData) {
+					t.Errorf("inspect of the WAL dir with another data dir: exit %d %s", code, out)
+				}
+			}
+		})
+	}
+}
+
+func configFileShape(t *testing.T, bin string) shape {
+	dir := t.TempDir()
+	client, peer := newURLs(t)
+	data, wal := filepath.Join(dir, "data"), filepath.Join(t.TempDir(), "wal-disk", "etcd")
+	config := filepath.Join(dir, "etcd.conf.yml")
+	writeFile(t, config, fmt.Sprintf("name: cfg1\ndata-dir: %s\nwal-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: cfg1=%s\n",
+		data, wal, client, client, peer, peer, peer))
+	return shape{name: "etcd config file, WAL on another directory", dir: dir, argv: []string{bin, "etcd", "--config-file", config},
+		source: func() (deployment.Spec, error) { return deployment.FromConfigFile(config) }, flag: []string{"--from-config", config},
+		dataDir: data, walDir: wal, member: "cfg1"}
+}
+
+func environmentShape(t *testing.T, bin string) shape {
+	dir := t.TempDir()
+	client, peer := newURLs(t)
+	env := []string{"ETCD_NAME=env1", "ETCD_DATA_DIR=env1.etcd", "ETCD_LISTEN_CLIENT_URLS=" + client, "ETCD_ADVERTISE_CLIENT_URLS=" + client,
+		"ETCD_LISTEN_PEER_URLS=" + peer, "ETCD_INITIAL_ADVERTISE_PEER_URLS=" + peer, "ETCD_INITIAL_CLUSTER=env1=" + peer}
+	envFile := filepath.Join(t.TempDir(), "etcd.env")
+	writeFile(t, envFile, strings.Join(env, "\n")+"\n")
+	return shape{name: "ETCD_* variables only, a relative data dir", dir: dir, argv: []string{bin, "etcd"}, env: env,
+		source: func() (deployment.Spec, error) {
+			return deployment.FromCommand([]string{bin, "etcd"}, deployment.EnvironmentOf(env, dir))
+		},
+		flag: []string{filepath.Join(dir, "env1.etcd")}, dataDir: filepath.Join(dir, "env1.etcd"), member: "env1"}
+}
+
+func walDirFlagShape(t *testing.T, bin string) shape {
+	dir := t.TempDir()
+	client, peer := newURLs(t)
+	data, wal := filepath.Join(dir, "m1"), filepath.Join(t.TempDir(), "fast-disk")
+	argv := []string{bin, "etcd", "--name", "flag1", "--data-dir", data, "--wal-dir=" + wal, "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "flag1=" + peer}
+	return shape{name: "flags, --wal-dir on another directory", dir: dir, argv: argv,
+		source: func() (deployment.Spec, error) {
+			return deployment.FromCommand(argv, deployment.EnvironmentOf(nil, dir))
+		},
+		flag: []string{data, "--wal-dir", wal}, dataDir: data, walDir: wal, member: "flag1"}
+}
+
+func unitShape(t *testing.T, bin string) shape {
+	dir := t.TempDir()
+	client, peer := newURLs(t)
+	wal := filepath.Join(t.TempDir(), "wal")
+	envFile := filepath.Join(t.TempDir(), "etcd.conf")
+	writeFile(t, envFile, fmt.Sprintf("# as /etc/etcd/etcd.conf\nETCD_NAME=\"unit1\"\nETCD_DATA_DIR=\"default.etcd\"\nETCD_WAL_DIR=%s\nETCD_LISTEN_CLIENT_URLS=\"%s\"\nETCD_ADVERTISE_CLIENT_URLS=\"%s\"\nETCD_LISTEN_PEER_URLS=%s\nETCD_INITIAL_ADVERTISE_PEER_URLS=%s\nETCD_INITIAL_CLUSTER=\"unit1=%s\"\n",
+		wal, client, client, peer, peer, peer))
+	unit := filepath.Join(t.TempDir(), "etcd-unit1.service")
+	writeFile(t, unit, fmt.Sprintf("[Unit]\nDescription=etcd\n\n[Service]\nType=notify\nWorkingDirectory=%s\nEnvironmentFile=-%s\nExecStart=%s etcd\nRestart=always\n\n[Install]\nWantedBy=multi-user.target\n", dir, envFile, bin))
+	return shape{name: "systemd unit with an EnvironmentFile", dir: dir,
+		shell:  fmt.Sprintf("set -a; . %s; set +a; exec %s etcd", envFile, bin),
+		source: func() (deployment.Spec, error) { return deployment.FromUnit(unit) }, flag: []string{"--from-unit", unit},
+		dataDir: filepath.Join(dir, "default.etcd"), walDir: wal, member: "unit1"}
+}
+
+// PD embeds etcd: its data-dir holds etcd's member/ folder. A real etcd stands in for
+// pd-server, run on the data dir and URLs the PD config names.
+func pdShape(t *testing.T, bin string) shape {
+	dir := t.TempDir()
+	client, peer := newURLs(t)
+	toml := filepath.Join(dir, "pd.toml")
+	writeFile(t, toml, fmt.Sprintf("name = \"pd-0\"\ndata-dir = \"pd-data\"\nclient-urls = \"%s\"\npeer-urls = \"%s\"\ninitial-cluster = \"pd-0=%s\"\n\n[security]\ncacert-path = \"\"\n", client, peer, peer))
+	data := filepath.Join(dir, "pd-data")
+	argv := []string{bin, "etcd", "--name", "pd-0", "--data-dir", data, "--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", "pd-0=" + peer}
+	return shape{name: "TiDB PD TOML", dir: dir, argv: argv,
+		source: func() (deployment.Spec, error) { return deployment.FromPDConfig(toml) }, flag: []string{"--from-config", toml},
+		dataDir: data, member: "pd-0"}
+}
+
+// startShape starts the member as its shape says and waits until it takes a write; it returns
+// etcd's pid and client URL.
+func startShape(t *testing.T, s shape) (int, string) {
+	t.Helper()
+	var cmd *exec.Cmd
+	if s.shell != "" {
+		cmd = exec.Command("bash", "-c", s.shell)
+	} else {
+		cmd = exec.Command(s.argv[0], s.argv[1:]...)
+	}
+	cmd.Dir = s.dir
+	cmd.Env = append(etcdFreeEnvForTest(), s.env...)
+	log, err := os.Create(filepath.Join(t.TempDir(), "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	spec, err := deployment.FromProcess(cmd.Process.Pid)
+	for i := 0; i < 100 && err != nil; i++ {
+		time.Sleep(50 * time.Millisecond) // bash has not exec'd etcd yet
+		spec, err = deployment.FromProcess(cmd.Process.Pid)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, spec.ClientURLs, 1)
+	return cmd.Process.Pid, strings.Join(spec.ClientURLs, ",")
+}
+
+func stopShape(t *testing.T, pid int) {
+	t.Helper()
+	syscall.Kill(pid, syscall.SIGTERM)
+	waitFor(t, fmt.Sprintf("etcd (pid %d) to stop", pid), func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		return err != nil || strings.Contains(string(b), ") Z ")
+	})
+}
+
+func writeKeys(t *testing.T, endpoints []string, n int) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for i := 0; i < n; i++ {
+		var err error
+		for try := 0; try < 40; try++ {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			_, err = cli.Put(ctx, fmt.Sprintf("shape/%d", i), "v")
+			cancel()
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("write to %v: %v", endpoints, err)
+		}
+	}
+}
+
+// A stale member whose WAL was on its own disk (--wal-dir) is judged by both halves and
+// quarantined whole: the data dir's contents beside it, the WAL dir's beside that, one manifest
+// with every file's checksum. Given without its WAL dir, it is INCOMPLETE and nothing moves.
+func TestGuardQuarantinesAMemberWithItsWALApart(t *testing.T) {
+	live := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	old := configFileShape(t, etcdtest.EtcdmedicBinary(t)) // another cluster's member: FOREIGN
+	pid, _ := startShape(t, old)
+	fromProcess, err := deployment.FromProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, fromProcess.ClientURLs, 30)
+	stopShape(t, pid)
+	config := old.flag[1]
+	before := map[string]string{}
+	for _, dir := range []string{old.dataDir, old.walDir} {
+		for rel, sum := range treeSums(t, dir) {
+			before[filepath.Join(dir, rel)] = sum
+		}
+	}
+
+	code, g, errOut := runGuard(t, "--data-dir", old.dataDir, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")
+	if code != exitCritical || g.Verdict.Class != guard.Incomplete || g.Quarantined != nil {
+		t.Fatalf("guard of the data dir without its WAL dir: exit %d %+v %s", code, g, errOut)
+	}
+	code, g, errOut = runGuard(t, "--from-config", config, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")
+	if code != exitCritical || g.Verdict.Class != guard.Foreign || g.Quarantined == nil || g.Quarantined.WALDir == "" {
+		t.Fatalf("guard --from-config --fix of another cluster's member: exit %d %+v %s", code, g, errOut)
+	}
+	for _, dir := range []string{old.dataDir, old.walDir} {
+		if left := treeSums(t, dir); len(left) != 0 {
+			t.Errorf("%s still holds %v", dir, left)
+		}
+	}
+	if filepath.Dir(filepath.Dir(g.Quarantined.WALDir)) != filepath.Dir(old.walDir) {
+		t.Errorf("the WAL went to %s, not beside %s", g.Quarantined.WALDir, old.walDir)
+	}
+	if err := guard.Verify(g.Quarantined.Dir); err != nil {
+		t.Fatal(err)
+	}
+	after := map[string]string{}
+	for rel, sum := range treeSums(t, filepath.Join(g.Quarantined.Dir, "data")) {
+		after[filepath.Join(old.dataDir, rel)] = sum
+	}
+	for rel, sum := range treeSums(t, filepath.Join(g.Quarantined.WALDir, "wal")) {
+		after[filepath.Join(old.walDir, rel)] = sum
+	}
+	for path, sum := range before {
+		if after[path] != sum {
+			t.Errorf("%s: %q before, %q in quarantine", path, sum, after[path])
+		}
+	}
+}
+
+// treeSums are the sha256 of every regular file under dir, by relative path.
+func treeSums(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	sums, _, err := backup.Checksum(dir, datadir.Ignorable)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, f := range sums {
+		out[f.Path] = f.SHA256
+	}
+	return out
+}

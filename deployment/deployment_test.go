@@ -1,0 +1,254 @@
+package deployment
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// Each row is a member run one way; the spec is what etcd itself would run with.
+func TestFromCommandFollowsEtcdsRules(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "etcd.conf.yml")
+	writeFile(t, config, `
+name: m1
+data-dir: /var/lib/etcd
+wal-dir: /mnt/wal/etcd
+initial-advertise-peer-urls: https://10.0.0.1:2380
+advertise-client-urls: https://10.0.0.1:2379,https://127.0.0.1:2379
+client-transport-security:
+  cert-file: /etc/etcd/server.crt
+  key-file: /etc/etcd/server.key
+  trusted-ca-file: /etc/etcd/ca.crt
+  client-cert-auth: true
+peer-transport-security:
+  cert-file: peer.crt
+`)
+	for _, tc := range []struct {
+		situation string
+		argv      []string
+		env       []string
+		want      Spec
+		origin    map[string]string
+	}{
+		{
+			situation: "flags only, both forms",
+			argv:      []string{"/usr/local/bin/etcd", "--name", "m1", "--data-dir=/var/lib/etcd", "-wal-dir", "/wal", "--client-cert-auth", "--advertise-client-urls=http://a:2379"},
+			want:      Spec{Server: "etcd", Name: "m1", DataDir: "/var/lib/etcd", WALDir: "/wal", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://a:2379"}, ClientTLS: TLS{ClientCertAuth: true}},
+			origin:    map[string]string{"data-dir": "flag --data-dir", "initial-advertise-peer-urls": "default"},
+		},
+		{
+			situation: "environment only, as distro units run it",
+			argv:      []string{"/usr/bin/etcd"},
+			env:       []string{"ETCD_NAME=node-a", "ETCD_DATA_DIR=/var/lib/etcd/default", "ETCD_WAL_DIR=/ssd/wal", "PATH=/usr/bin"},
+			want:      Spec{Server: "etcd", Name: "node-a", DataDir: "/var/lib/etcd/default", WALDir: "/ssd/wal", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			origin:    map[string]string{"name": "ETCD_NAME", "wal-dir": "ETCD_WAL_DIR"},
+		},
+		{
+			situation: "a flag wins over its variable",
+			argv:      []string{"etcd", "--data-dir", "/flag"},
+			env:       []string{"ETCD_DATA_DIR=/env"},
+			want:      Spec{Server: "etcd", Name: "default", DataDir: "/flag", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			origin:    map[string]string{"data-dir": "flag --data-dir", "name": "default"},
+		},
+		{
+			situation: "nothing set: <name>.etcd under the working directory",
+			argv:      []string{"etcd", "--name", "infra0"},
+			want:      Spec{Server: "etcd", Name: "infra0", DataDir: "/srv/infra0.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+		},
+		{
+			situation: "a config file replaces every flag and variable",
+			argv:      []string{"etcd", "--config-file", config, "--data-dir", "/ignored"},
+			env:       []string{"ETCD_NAME=ignored"},
+			want: Spec{Server: "etcd", Name: "m1", DataDir: "/var/lib/etcd", WALDir: "/mnt/wal/etcd", ConfigFile: config,
+				PeerURLs: []string{"https://10.0.0.1:2380"}, ClientURLs: []string{"https://10.0.0.1:2379", "https://127.0.0.1:2379"},
+				ClientTLS: TLS{CertFile: "/etc/etcd/server.crt", KeyFile: "/etc/etcd/server.key", TrustedCAFile: "/etc/etcd/ca.crt", ClientCertAuth: true},
+				PeerTLS:   TLS{CertFile: "/srv/peer.crt"}},
+			origin: map[string]string{"config-file": "flag --config-file", "name": "config file " + config + ": name"},
+		},
+		{
+			situation: "the config file named by ETCD_CONFIG_FILE",
+			argv:      []string{"etcd"},
+			env:       []string{"ETCD_CONFIG_FILE=" + config},
+			want: Spec{Server: "etcd", Name: "m1", DataDir: "/var/lib/etcd", WALDir: "/mnt/wal/etcd", ConfigFile: config,
+				PeerURLs: []string{"https://10.0.0.1:2380"}, ClientURLs: []string{"https://10.0.0.1:2379", "https://127.0.0.1:2379"},
+				ClientTLS: TLS{CertFile: "/etc/etcd/server.crt", KeyFile: "/etc/etcd/server.key", TrustedCAFile: "/etc/etcd/ca.crt", ClientCertAuth: true},
+				PeerTLS:   TLS{CertFile: "/srv/peer.crt"}},
+		},
+		{
+			situation: "the etcd linked into etcdmedic",
+			argv:      []string{"/usr/local/bin/etcdmedic", "etcd", "--name=m2", "--data-dir=rel/m2"},
+			want:      Spec{Server: "etcd", Name: "m2", DataDir: "/srv/rel/m2", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+		},
+		{
+			situation: "TiDB PD: flags over defaults, data dir default.<name>",
+			argv:      []string{"/pd-server", "--name=pd-1", "--client-urls=http://0.0.0.0:2379", "--advertise-client-urls=http://pd-1:2379"},
+			want:      Spec{Server: "pd-server", Name: "pd-1", DataDir: "/srv/default.pd-1", PeerURLs: []string{"http://127.0.0.1:2380"}, ClientURLs: []string{"http://pd-1:2379"}},
+		},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			s, err := FromCommand(tc.argv, EnvironmentOf(tc.env, "/srv"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertSpec(t, s, tc.want)
+			for key, want := range tc.origin {
+				if s.Origins[key] != want {
+					t.Errorf("origin of %s: %q, want %q", key, s.Origins[key], want)
+				}
+			}
+		})
+	}
+}
+
+func TestFromCommandRefusesWhatEtcdWouldRefuse(t *testing.T) {
+	for _, argv := range [][]string{{}, {"etcd", "stray"}, {"etcd", "--config-file", "/does/not/exist.yml"}, {"bash", "-c", "etcd"}} {
+		if s, err := FromCommand(argv, EnvironmentOf(nil, "/")); err == nil {
+			t.Errorf("%q: want an error, got %+v", argv, s)
+		}
+	}
+}
+
+// Real unit shapes from etcd's and the distributions' packaging (testdata/units).
+func TestFromUnitFileReadsPackagedUnits(t *testing.T) {
+	dir := t.TempDir()
+	host := Host{Hostname: "node-a", MachineID: "0123456789abcdef"}
+	envFile := filepath.Join(dir, "etcd.conf")
+	copyFile(t, "testdata/units/etcd-fedora.conf", envFile)
+	defaults := filepath.Join(dir, "default")
+	os.Mkdir(defaults, 0o700)
+	copyFile(t, "testdata/units/etcd-defaults", filepath.Join(defaults, "etcd"))
+	config := filepath.Join(dir, "etcd.conf.yml")
+	writeFile(t, config, "name: from-yaml\ndata-dir: /data/etcd\nwal-dir: /wal/etcd\n")
+
+	hardway := readUnit(t, "etcd-hardway.service", nil)
+	for _, tc := range []struct {
+		situation string
+		name      string
+		text      string
+		want      Spec
+		origin    map[string]string
+	}{
+		{"etcd's own unit: Environment= and %m", "etcd.service", readUnit(t, "etcd-upstream.service", nil),
+			Spec{Server: "etcd", Name: "0123456789abcdef", DataDir: "/var/lib/etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			map[string]string{"data-dir": "ETCD_DATA_DIR (Environment= of etcd.service)"}},
+		{"Fedora: bash -c with an EnvironmentFile, relative to WorkingDirectory", "etcd.service", readUnit(t, "etcd-fedora.service", map[string]string{"@ENVFILE@": envFile}),
+			Spec{Server: "etcd", Name: "default", DataDir: "/var/lib/etcd/default.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			map[string]string{"data-dir": "flag --data-dir"}},
+		{"Debian: %H, $DAEMON_ARGS from /etc/default/%p", "etcd.service", readUnit(t, "etcd-debian.service", map[string]string{"@DEFAULTS@": defaults}),
+			Spec{Server: "etcd", Name: "node-a", DataDir: "/var/lib/etcd/default", WALDir: "/var/lib/etcd-wal", PeerURLs: []string{"http://10.0.0.1:2380"}, ClientURLs: []string{"http://10.0.0.1:2379"}},
+			map[string]string{"advertise-client-urls": "ETCD_ADVERTISE_CLIENT_URLS (EnvironmentFile " + filepath.Join(defaults, "etcd") + ")", "wal-dir": "flag --wal-dir"}},
+		{"the hard way: flags on continued lines, TLS", "etcd.service", hardway,
+			Spec{Server: "etcd", Name: "controller-0", DataDir: "/var/lib/etcd", PeerURLs: []string{"https://10.240.0.10:2380"}, ClientURLs: []string{"https://10.240.0.10:2379"},
+				InitialCluster: "controller-0=https://10.240.0.10:2380,controller-1=https://10.240.0.11:2380",
+				ClientTLS:      TLS{CertFile: "/etc/etcd/kubernetes.pem", KeyFile: "/etc/etcd/kubernetes-key.pem", TrustedCAFile: "/etc/etcd/ca.pem", ClientCertAuth: true},
+				PeerTLS:        TLS{CertFile: "/etc/etcd/kubernetes.pem", KeyFile: "/etc/etcd/kubernetes-key.pem", TrustedCAFile: "/etc/etcd/ca.pem", ClientCertAuth: true}}, nil},
+		{"a drop-in that resets ExecStart to a config file", "etcd", hardway + "\n# /etc/systemd/system/etcd.service.d/10-config.conf\n[Service]\nExecStart=\nExecStart=/usr/local/bin/etcd --config-file " + config + "\n",
+			Spec{Server: "etcd", Name: "from-yaml", DataDir: "/data/etcd", WALDir: "/wal/etcd", ConfigFile: config, PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}}, nil},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			s, err := FromUnitFile(tc.name, []byte(tc.text), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			assertSpec(t, s, tc.want)
+			if s.Runs.Kind != Systemd || s.Runs.Unit != "etcd.service" || s.Runs.Stop != "systemctl stop etcd.service" {
+				t.Errorf("runs: %+v", s.Runs)
+			}
+			for key, want := range tc.origin {
+				if s.Origins[key] != want {
+					t.Errorf("origin of %s: %q, want %q", key, s.Origins[key], want)
+				}
+			}
+		})
+	}
+}
+
+func TestFromUnitFileRefusesWhatItCannotRead(t *testing.T) {
+	for name, text := range map[string]string{
+		"a container":        readUnit(t, "etcd-docker.service", nil),
+		"no ExecStart":       "[Service]\nType=notify\n",
+		"a missing env":      "[Service]\nEnvironmentFile=/does/not/exist\nExecStart=/usr/bin/etcd\n",
+		"a shell, no etcd":   "[Service]\nExecStart=/bin/sh -c \"sleep 1\"\n",
+		"a stray argument":   "[Service]\nExecStart=/usr/bin/etcd data\n",
+		"an empty ExecStart": "[Service]\nExecStart=/usr/bin/etcd\nExecStart=\n",
+	} {
+		if s, err := FromUnitFile("etcd.service", []byte(text), Host{}); err == nil {
+			t.Errorf("%s: want an error, got %+v", name, s)
+		}
+	}
+}
+
+func TestFromPDConfigReadsTOML(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "pd.toml")
+	writeFile(t, path, `
+name = "pd-0"
+data-dir = "data/pd-0"
+client-urls = "http://0.0.0.0:2379"
+advertise-client-urls = "http://pd-0.pd:2379"
+peer-urls = "http://0.0.0.0:2380"
+advertise-peer-urls = "http://pd-0.pd:2380"
+initial-cluster = "pd-0=http://pd-0.pd:2380"
+
+[security]
+cacert-path = "/var/lib/pd-tls/ca.crt"
+cert-path = "/var/lib/pd-tls/tls.crt"
+key-path = "/var/lib/pd-tls/tls.key"
+`)
+	s, err := FromPDConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tls := TLS{CertFile: "/var/lib/pd-tls/tls.crt", KeyFile: "/var/lib/pd-tls/tls.key", TrustedCAFile: "/var/lib/pd-tls/ca.crt"}
+	assertSpec(t, s, Spec{Server: "pd-server", Name: "pd-0", DataDir: filepath.Join(dir, "data/pd-0"), ConfigFile: path,
+		PeerURLs: []string{"http://pd-0.pd:2380"}, ClientURLs: []string{"http://pd-0.pd:2379"}, InitialCluster: "pd-0=http://pd-0.pd:2380", ClientTLS: tls, PeerTLS: tls})
+	// pd-server's flags win over its file.
+	s, err = FromCommand([]string{"/pd-server", "--config=" + path, "--data-dir=/var/lib/pd"}, EnvironmentOf(nil, "/"))
+	if err != nil || s.DataDir != "/var/lib/pd" || s.Name != "pd-0" {
+		t.Fatalf("pd-server --config with --data-dir: %+v %v", s, err)
+	}
+	writeFile(t, path, "name = [unclosed")
+	if _, err := FromPDConfig(path); err == nil || !strings.Contains(err.Error(), "not TOML") {
+		t.Fatalf("a broken PD config: %v", err)
+	}
+}
+
+func assertSpec(t *testing.T, got, want Spec) {
+	t.Helper()
+	got.Origins, got.Runs = nil, Runner{}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spec\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func readUnit(t *testing.T, name string, replace map[string]string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata/units", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for from, to := range replace {
+		s = strings.ReplaceAll(s, from, to)
+	}
+	return s
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, to, string(b))
+}

@@ -1,0 +1,184 @@
+package deployment
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Environment is what a member's process is started with besides its arguments: its
+// variables, where each came from (a unit's Environment= line, an EnvironmentFile), and its
+// working directory (relative paths are resolved against it).
+type Environment struct {
+	Vars map[string]string
+	From map[string]string // variable name -> where it was set ("" : the process's environment)
+	Dir  string
+}
+
+// EnvironmentOf reads NAME=value pairs (as /proc/PID/environ or os.Environ give them).
+func EnvironmentOf(pairs []string, dir string) Environment {
+	e := Environment{Vars: map[string]string{}, From: map[string]string{}, Dir: dir}
+	for _, kv := range pairs {
+		if name, value, ok := strings.Cut(kv, "="); ok && name != "" {
+			e.Vars[name] = value
+		}
+	}
+	return e
+}
+
+// etcd's own defaults for what the spec holds (etcd v3.5 to v3.7).
+var etcdDefaults = map[string]string{
+	"name":                        "default",
+	"listen-client-urls":          "http://localhost:2379",
+	"advertise-client-urls":       "http://localhost:2379",
+	"listen-peer-urls":            "http://localhost:2380",
+	"initial-advertise-peer-urls": "http://localhost:2380",
+}
+
+// etcdKeys are the flags (and config file keys) a spec is made of.
+var etcdKeys = []string{"name", "data-dir", "wal-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
+	"initial-advertise-peer-urls", "initial-cluster", "cert-file", "key-file", "trusted-ca-file", "client-cert-auth",
+	"peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth"}
+
+// FromCommand resolves a member from the command line it runs with (argv[0] is the program:
+// etcd, pd-server, or "etcdmedic etcd") and its environment, by etcd's rules.
+func FromCommand(argv []string, env Environment) (Spec, error) {
+	if len(argv) == 0 {
+		return Spec{}, fmt.Errorf("no command line")
+	}
+	args, program := argv[1:], filepath.Base(argv[0])
+	switch {
+	case len(args) > 0 && args[0] == "etcd":
+		args = args[1:] // "etcdmedic etcd": the etcd linked into etcdmedic (etcd takes no word)
+	case !strings.HasPrefix(program, "etcd") && program != "pd-server":
+		return Spec{}, fmt.Errorf("%s is not etcd (or pd-server): give the etcd process, or its configuration", strings.Join(argv, " "))
+	}
+	flags, err := parseFlags(args)
+	if err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	runner := Runner{Kind: Process, Command: argv, Env: etcdVars(env)}
+	if filepath.Base(argv[0]) == "pd-server" {
+		return fromPD(flags, env.Dir, runner)
+	}
+	if path, origin := lookup(flags, env, "config-file"); path != "" {
+		// etcd reads only the file then: every other flag and ETCD_* variable is ignored.
+		s, err := fromConfigFile(absUnder(env.Dir, path), env.Dir)
+		if err != nil {
+			return Spec{}, err
+		}
+		s.Origins["config-file"] = origin
+		s.Runs = runner
+		return s, nil
+	}
+	v := values{set: map[string]string{}, origin: map[string]string{}}
+	for _, key := range etcdKeys {
+		if value, origin := lookup(flags, env, key); origin != "" {
+			v.set[key], v.origin[key] = value, origin
+		}
+	}
+	s := v.etcdSpec(env.Dir)
+	s.Runs = runner
+	return s, nil
+}
+
+// lookup finds a setting as etcd does: the flag, else its ETCD_* variable.
+func lookup(flags map[string]string, env Environment, key string) (value, origin string) {
+	if value, ok := flags[key]; ok {
+		return value, "flag --" + key
+	}
+	name := "ETCD_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+	if value, ok := env.Vars[name]; ok {
+		if from := env.From[name]; from != "" {
+			return value, name + " (" + from + ")"
+		}
+		return value, name
+	}
+	return "", ""
+}
+
+// values are a member's settings by flag name, each with where it came from.
+type values struct {
+	set    map[string]string
+	origin map[string]string
+}
+
+// get returns the setting, or etcd's default (origin "default").
+func (v values) get(key string) string {
+	if value, ok := v.set[key]; ok {
+		return value
+	}
+	if def, ok := etcdDefaults[key]; ok {
+		v.set[key], v.origin[key] = def, "default"
+		return def
+	}
+	return ""
+}
+
+// etcdSpec turns etcd's settings into a spec; relative paths are under dir.
+func (v values) etcdSpec(dir string) Spec {
+	s := Spec{Server: "etcd", Name: v.get("name"), Origins: v.origin}
+	s.DataDir = v.get("data-dir")
+	if s.DataDir == "" {
+		s.DataDir, v.origin["data-dir"] = s.Name+".etcd", "default (<name>.etcd)"
+	}
+	s.DataDir, s.WALDir = absUnder(dir, s.DataDir), absUnder(dir, v.get("wal-dir"))
+	s.PeerURLs = splitURLs(v.get("initial-advertise-peer-urls"))
+	// etcd refuses to start with listen-client-urls set and advertise-client-urls not: the
+	// advertised ones are always what clients are given.
+	s.ClientURLs = splitURLs(v.get("advertise-client-urls"))
+	s.InitialCluster = v.get("initial-cluster")
+	s.ClientTLS = TLS{CertFile: absUnder(dir, v.get("cert-file")), KeyFile: absUnder(dir, v.get("key-file")),
+		TrustedCAFile: absUnder(dir, v.get("trusted-ca-file")), ClientCertAuth: isTrue(v.get("client-cert-auth"))}
+	s.PeerTLS = TLS{CertFile: absUnder(dir, v.get("peer-cert-file")), KeyFile: absUnder(dir, v.get("peer-key-file")),
+		TrustedCAFile: absUnder(dir, v.get("peer-trusted-ca-file")), ClientCertAuth: isTrue(v.get("peer-client-cert-auth"))}
+	return s
+}
+
+func isTrue(v string) bool {
+	return v == "true" || v == "1" || v == "t" || v == "T" || v == "TRUE" || v == "True"
+}
+
+// parseFlags reads Go-style flags as etcd's flag set does: -f or --f, with =value or the next
+// word as the value. A flag followed by another flag (or nothing) is a boolean set to true.
+// etcd takes no positional arguments, so any other word is an error.
+func parseFlags(args []string) (map[string]string, error) {
+	out := map[string]string{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			if i+1 < len(args) {
+				return nil, fmt.Errorf("unexpected argument %q", args[i+1])
+			}
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			return nil, fmt.Errorf("unexpected argument %q (etcd takes flags only)", a)
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if n, value, ok := strings.Cut(name, "="); ok {
+			out[n] = value
+			continue
+		}
+		if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+			out[name] = args[i+1]
+			i++
+			continue
+		}
+		out[name] = "true"
+	}
+	return out, nil
+}
+
+// etcdVars are the ETCD_* variables of env, sorted (the member's own configuration).
+func etcdVars(env Environment) []string {
+	var out []string
+	for name, value := range env.Vars {
+		if strings.HasPrefix(name, "ETCD_") {
+			out = append(out, name+"="+value)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
