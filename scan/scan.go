@@ -31,20 +31,20 @@ const kindUnreadable = "unreadable"
 
 // Found is one data dir found.
 type Found struct {
-	Path      string         `json:"path"`
-	Kind      string         `json:"kind"`
-	ClusterID string         `json:"clusterID,omitempty"`
-	MemberID  string         `json:"memberID,omitempty"`
-	Name      string         `json:"name,omitempty"`
-	LastIndex uint64         `json:"lastIndex,omitempty"`
-	Modified  time.Time      `json:"modified"`
-	InUse     bool           `json:"inUse"` // a running process holds its files
+	Path      string    `json:"path"`
+	Kind      string    `json:"kind"`
+	ClusterID string    `json:"clusterID,omitempty"`
+	MemberID  string    `json:"memberID,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	LastIndex uint64    `json:"lastIndex,omitempty"`
+	Modified  time.Time `json:"modified"`
+	InUse     bool      `json:"inUse"` // a running process holds its files
 	// UsedBy is the process (and its systemd unit or pod) configured with this data dir,
 	// running now, and WALDir its --wal-dir when the WAL lives apart.
-	UsedBy *local.Process `json:"usedBy,omitempty"`
-	WALDir string         `json:"walDir,omitempty"`
-	Error  string         `json:"error,omitempty"`
-	Verdict   *guard.Verdict `json:"verdict,omitempty"` // with a live cluster to compare to
+	UsedBy  *local.Process `json:"usedBy,omitempty"`
+	WALDir  string         `json:"walDir,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	Verdict *guard.Verdict `json:"verdict,omitempty"` // with a live cluster to compare to
 }
 
 // Result is a whole scan.
