@@ -93,10 +93,10 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 	if err != nil {
 		return a, err
 	}
-	if err := a.choose(o.Survivor, !o.FromSnapshot); err != nil {
-		return a, err
-	}
 	keep := a.backUpWhileSettling(stopped, o)
+	if err := a.choose(o.Survivor, !o.FromSnapshot); err != nil {
+		return a, keep(func() error { return err })
+	}
 	// The survivor's whole read (and its backup) ran while a supervisor had time to start a
 	// stopped member again: now it must still be stopped, or what was read may already be stale.
 	return a, keep(func() error { return stopped.stayedStopped(ctx, a) })

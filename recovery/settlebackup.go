@@ -17,12 +17,22 @@ import (
 // so that no process can have changed the data while it was copied), and keeps the copy only
 // when settled passes. Otherwise the copy is removed (it is ours; the data dir is untouched).
 // keep returns settled's error; a failed copy is only a warning (apply takes the backup then).
+//
+// The copy starts before the survivor is chosen, of the candidate ranked first (or the one the
+// operator named): its whole read, which decides, runs meanwhile. keep discards the copy when
+// another member was chosen.
 func (a *Assessment) backUpWhileSettling(stopped stoppedByPlan, o AssessOptions) (keep func(settled func() error) error) {
 	passThrough := func(settled func() error) error { return settled() }
 	if len(stopped.index) == 0 || o.BackupDir == "" || o.FromSnapshot {
 		return passThrough
 	}
-	s := a.find(a.Survivor)
+	s := a.find(o.Survivor)
+	if ranked := rank(a.Candidates); s == nil && len(ranked) > 0 {
+		s = a.find(ranked[0].Name)
+	}
+	if s == nil {
+		return passThrough
+	}
 	dir, err := filepath.Abs(o.BackupDir)
 	if err != nil || s.Running || dataDirPresent(s.RealDataDir) != nil || checkFreshBackupDir(dir) != nil {
 		return passThrough // NewPlan says what is wrong with the folder
@@ -42,6 +52,10 @@ func (a *Assessment) backUpWhileSettling(stopped stoppedByPlan, o AssessOptions)
 	return func(settledCheck func() error) error {
 		err := <-done
 		settled := settledCheck()
+		if a.Survivor != s.Name && err == nil && settled == nil {
+			os.RemoveAll(final + ".partial") // another member was chosen: apply backs it up
+			return nil
+		}
 		if settled == nil && err == nil {
 			if err = os.Rename(final+".partial", final); err == nil {
 				err = backup.SyncDir(dir)
