@@ -13,8 +13,14 @@ import (
 // removes old ones whole when it purges. A copy of a sealed segment can therefore be a hard
 // link to it. Nothing is listed when member/wal cannot be read.
 func SealedWALSegments(dataDir string) map[string]bool {
-	walDir := filepath.Join("member", "wal")
-	ents, err := os.ReadDir(filepath.Join(dataDir, walDir))
+	return sealedIn(filepath.Join(dataDir, "member", "wal"), filepath.Join("member", "wal"))
+}
+
+// SealedSegmentsIn is SealedWALSegments for a WAL dir apart (--wal-dir), relative to it.
+func SealedSegmentsIn(walDir string) map[string]bool { return sealedIn(walDir, "") }
+
+func sealedIn(dir, prefix string) map[string]bool {
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
@@ -27,7 +33,7 @@ func SealedWALSegments(dataDir string) map[string]bool {
 	slices.Sort(segs) // the names are <seq>-<index>.wal in fixed-width hex
 	sealed := map[string]bool{}
 	for _, s := range segs[:max(0, len(segs)-1)] {
-		sealed[filepath.Join(walDir, s)] = true
+		sealed[filepath.Join(prefix, s)] = true
 	}
 	return sealed
 }

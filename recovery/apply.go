@@ -127,7 +127,7 @@ func (a *Applier) checkReality(ctx context.Context) error {
 				return fmt.Errorf("%w: %v", ErrStale, err)
 			}
 		}
-		r, err := datadir.Inspect(m.DataDir, datadir.Options{})
+		r, err := datadir.Inspect(m.DataDir, datadir.Options{WALDir: m.WALDir})
 		if errors.Is(err, datadir.ErrLocked) {
 			continue // running without quorum: stop-all stops it
 		}
@@ -194,6 +194,9 @@ func (a *Applier) conn() cluster.Conn {
 }
 
 func (a *Applier) spec(m PlanMember, extra ...string) runtime.MemberSpec {
+	if m.WALDir != "" {
+		extra = append([]string{"--wal-dir=" + m.WALDir}, extra...)
+	}
 	return runtime.MemberSpec{
 		Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs,
 		InitialCluster: initialClusterOf(m), ClusterState: "new", ExtraFlags: append(append([]string{}, a.Plan.EtcdFlags...), extra...),
@@ -240,19 +243,19 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 		a.say("%s already runs alone and serves writes (started by an earlier run of this step)", survivor.Name)
 		return nil
 	default:
-		if from, where, err := cutInvalidTail(survivor.DataDir); err != nil {
+		if from, where, err := cutInvalidTail(survivor.DataDir, survivor.WALDir); err != nil {
 			return fmt.Errorf("cut %s's invalid WAL tail: %w", survivor.Name, err)
 		} else if from > 0 {
 			a.say("%s's WAL cut before entry %d, not a raft log from there (%s; kept in its backup)", survivor.Name, from, where)
 		}
-		before, after, err := commitWholeLog(survivor.DataDir)
+		before, after, err := commitWholeLog(survivor.DataDir, survivor.WALDir)
 		if err != nil {
 			return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)
 		}
 		if after > before {
 			a.say("%s's whole log committed: commit index %d -> %d (%d entries kept that --force-new-cluster alone would drop)", survivor.Name, before, after, after-before)
 		}
-		removed, err := forceAlone(survivor.DataDir)
+		removed, err := forceAlone(survivor.DataDir, survivor.WALDir)
 		if err != nil {
 			return fmt.Errorf("leave %s alone: %w", survivor.Name, err)
 		}
@@ -410,8 +413,12 @@ type backupManifest struct {
 	Member string           `json:"member"`
 	Source string           `json:"source"`
 	Files  []backup.FileSum `json:"files"`
-	Bytes  int64            `json:"bytes"`
-	At     time.Time        `json:"at"`
+	// WALSource is the member's WAL dir when it lives apart (--wal-dir): copied into wal/,
+	// its files in WALFiles.
+	WALSource string           `json:"walSource,omitempty"`
+	WALFiles  []backup.FileSum `json:"walFiles,omitempty"`
+	Bytes     int64            `json:"bytes"`
+	At        time.Time        `json:"at"`
 	// Links are the symlinks of the data dir (a WAL on its own disk): the copy holds their
 	// targets' files in place of them, and these say how the layout was.
 	Links []backup.Link `json:"links,omitempty"`
@@ -429,6 +436,11 @@ func verifyBackup(dir string) error {
 	}
 	if err := backup.Verify(filepath.Join(dir, "data"), man.Files); err != nil {
 		return err
+	}
+	if man.WALSource != "" {
+		if err := backup.Verify(filepath.Join(dir, "wal"), man.WALFiles); err != nil {
+			return err
+		}
 	}
 	if len(man.StaticPod) > 0 {
 		return backup.Verify(filepath.Join(dir, "static-pod"), man.StaticPod)
@@ -558,7 +570,11 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 		}
 	}
 	j := &member.Joiner{Client: cli, Runtime: crashpointAfterStart{rt, "rejoin:" + m.Name + ":started"}, Out: a.Out, CatchUp: a.Timeout}
-	_, err = j.Join(ctx, member.JoinSpec{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, DataDir: m.DataDir, ExtraFlags: a.Plan.EtcdFlags})
+	flags := slices.Clone(a.Plan.EtcdFlags)
+	if m.WALDir != "" {
+		flags = append(flags, "--wal-dir="+m.WALDir) // its WAL stays on its own disk
+	}
+	_, err = j.Join(ctx, member.JoinSpec{Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, DataDir: m.DataDir, ExtraFlags: flags})
 	return err
 }
 
@@ -604,14 +620,23 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 		return fmt.Errorf("%s is running on its old data dir: %w", m.Name, err)
 	}
 	if err := dataDirPresent(m.DataDir); errors.Is(err, fs.ErrNotExist) {
-		return nil // wiped: nothing to keep
+		if !walLeft(m.WALDir) {
+			return nil // wiped: nothing to keep
+		}
+		// Its data dir is gone but its WAL dir apart is not: started with it, the new member
+		// would replay the old log. The WAL half is quarantined like any other.
+		if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
+			return err
+		}
 	} else if err != nil {
 		return err
 	}
-	r, err := datadir.Inspect(m.DataDir, datadir.Options{})
+	r, err := datadir.Inspect(m.DataDir, datadir.Options{WALDir: m.WALDir})
 	switch {
 	case err == nil && r.Kind == datadir.KindEmpty:
 		return nil // wiped: nothing to keep
+	case err == nil && r.Kind == datadir.KindWALWithoutData:
+		// Only its WAL is left (see above): moved aside, with its checksums.
 	case err != nil || (r.Kind != datadir.KindEtcdMember && r.Kind != datadir.KindPDMember):
 		if !m.DiscardUnreadable {
 			return fmt.Errorf("%s's data dir %s cannot be read (%v): it is not moved aside without --discard-unreadable %s in the plan", m.Name, m.DataDir, err, m.Name)
@@ -629,6 +654,9 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 		return err
 	}
 	a.say("%s's old data quarantined in %s", m.Name, q.Dir)
+	if q.WALDir != "" {
+		a.say("%s's old WAL (apart from its data dir) quarantined in %s", m.Name, q.WALDir)
+	}
 	rep.Quarantines = append(rep.Quarantines, q.Dir)
 	return nil
 }
@@ -725,4 +753,13 @@ func dataDirPresent(dir string) error {
 		return err
 	}
 	return nil
+}
+
+// walLeft reports whether a WAL dir apart holds anything.
+func walLeft(walDir string) bool {
+	if walDir == "" {
+		return false
+	}
+	ents, err := os.ReadDir(walDir)
+	return err == nil && len(ents) > 0
 }

@@ -20,6 +20,8 @@ import (
 type MemberInput struct {
 	Name    string
 	DataDir string
+	// WALDir is the member's --wal-dir when its WAL lives apart ("": member/wal).
+	WALDir string
 }
 
 // Assessment is what plan found.
@@ -237,7 +239,7 @@ func (a *Assessment) stopRunning(ctx context.Context, o AssessOptions) (stoppedB
 	stopped.settled = time.Now().Add(settle)
 	for _, i := range stopped.index {
 		c := &a.Candidates[i]
-		again := readCandidate(MemberInput{Name: c.Name, DataDir: c.DataDir})
+		again := readCandidate(MemberInput{Name: c.Name, DataDir: c.DataDir, WALDir: c.WALDir})
 		again.Liveness, again.StoppedByPlan = c.Liveness, c.StoppedByPlan
 		again.Source = "data dir, read once plan had stopped the member"
 		if again.Running {
@@ -270,7 +272,7 @@ func (a *Assessment) choose(survivor string, checkPages bool) error {
 		}
 		if !checkPages {
 			// Rebuilt from a snapshot: the survivor's own data is quarantined, not used.
-		} else if problem := checkWhole(c.RealDataDir); problem != "" {
+		} else if problem := checkWhole(c.RealDataDir, c.WALDir); problem != "" {
 			c.Rejected, c.Unreadable = problem, true
 			a.Warnings = append(a.Warnings, fmt.Sprintf("%s has the most history, but %s: it cannot be the survivor", c.Name, problem))
 			continue

@@ -16,8 +16,10 @@ type Candidate struct {
 	Name string `json:"name"`
 	// DataDir is the data dir as given (absolute); RealDataDir the folder it resolves to
 	// through symlinks, where etcdmedic reads, backs up and quarantines.
-	DataDir         string   `json:"dataDir"`
-	RealDataDir     string   `json:"realDataDir"`
+	DataDir     string `json:"dataDir"`
+	RealDataDir string `json:"realDataDir"`
+	// WALDir is the member's --wal-dir when its WAL lives apart ("": member/wal).
+	WALDir          string   `json:"walDir,omitempty"`
 	MemberID        string   `json:"memberID"`
 	ClusterID       string   `json:"clusterID"`
 	Commit          uint64   `json:"commit"`          // HardState.commit
@@ -90,7 +92,7 @@ func (c Candidate) OutOfMembership() bool {
 // readCandidate reads one member's data dir offline (a running member's is locked: it is read
 // once stopped).
 func readCandidate(m MemberInput) Candidate {
-	c := Candidate{Name: m.Name, DataDir: m.DataDir, RealDataDir: m.DataDir, Source: "data dir"}
+	c := Candidate{Name: m.Name, DataDir: m.DataDir, RealDataDir: m.DataDir, WALDir: m.WALDir, Source: "data dir"}
 	if abs, err := filepath.Abs(m.DataDir); err == nil {
 		c.DataDir, c.RealDataDir = abs, abs
 	}
@@ -104,7 +106,7 @@ func readCandidate(m MemberInput) Candidate {
 		c.Unreadable, c.Rejected = true, err.Error()
 		return c
 	}
-	r, err := datadir.Inspect(c.RealDataDir, datadir.Options{})
+	r, err := datadir.Inspect(c.RealDataDir, datadir.Options{WALDir: c.WALDir})
 	switch {
 	case errors.Is(err, datadir.ErrLocked):
 		c.Running, c.Source = true, "running: its data dir is locked"

@@ -27,10 +27,11 @@ import (
 // It appends, with etcd's own wal package, a HardState whose Commit is the last index, fsyncs
 // it and reads it back. A torn last record is repaired first, as etcd does at start. It returns
 // the commit index before and after; run again, it changes nothing.
-func commitWholeLog(dataDir string) (before, after uint64, err error) {
+func commitWholeLog(dataDir, walDir string) (before, after uint64, err error) {
 	lg := zap.NewNop()
-	walDir := filepath.Join(dataDir, "member", "wal")
-	r, err := datadir.Inspect(dataDir, datadir.Options{})
+	opts := datadir.Options{WALDir: walDir}
+	walDir = walDirOf(dataDir, walDir)
+	r, err := datadir.Inspect(dataDir, opts)
 	if err != nil || r.Raft == nil {
 		return 0, 0, fmt.Errorf("read the WAL in %s: %v", walDir, err)
 	}
@@ -55,7 +56,7 @@ func commitWholeLog(dataDir string) (before, after uint64, err error) {
 	if err := w.wal.Close(); err != nil {
 		return before, 0, err
 	}
-	back, err := datadir.Inspect(dataDir, datadir.Options{})
+	back, err := datadir.Inspect(dataDir, opts)
 	if err != nil || back.Raft == nil {
 		return before, 0, fmt.Errorf("read back the WAL in %s: %v", walDir, err)
 	}
@@ -147,8 +148,9 @@ func newestSnapshot(lg *zap.Logger, walDir, snapDir string) (*walpb.Snapshot, er
 // index: the segment is truncated at that record's start, as etcd's wal.Repair truncates a torn
 // record, and read back. The bytes cut stay in the member's backup, taken before. It returns
 // the first index cut and where, or 0 when the log is valid.
-func cutInvalidTail(dataDir string) (from uint64, where string, err error) {
-	r, err := datadir.Inspect(dataDir, datadir.Options{})
+func cutInvalidTail(dataDir, walDir string) (from uint64, where string, err error) {
+	opts := datadir.Options{WALDir: walDir}
+	r, err := datadir.Inspect(dataDir, opts)
 	if err != nil || r.Raft == nil {
 		return 0, "", fmt.Errorf("read the WAL of %s: %v", dataDir, err)
 	}
@@ -159,7 +161,7 @@ func cutInvalidTail(dataDir string) (from uint64, where string, err error) {
 	if damage, _ := walTail(t, r.Raft.HardState.Commit); damage != "" {
 		return 0, "", errors.New(damage)
 	}
-	seg := filepath.Join(dataDir, "member", "wal", t.Segment)
+	seg := filepath.Join(walDirOf(dataDir, walDir), t.Segment)
 	f, err := os.OpenFile(seg, os.O_RDWR, 0)
 	if err != nil {
 		return 0, "", err
@@ -171,7 +173,7 @@ func cutInvalidTail(dataDir string) (from uint64, where string, err error) {
 	if err := f.Sync(); err != nil {
 		return 0, "", err
 	}
-	back, err := datadir.Inspect(dataDir, datadir.Options{})
+	back, err := datadir.Inspect(dataDir, opts)
 	if err != nil || back.Raft == nil || back.Raft.Tail != nil || back.Raft.LastIndex != t.InvalidFrom-1 {
 		return 0, "", fmt.Errorf("the WAL of %s after the cut at entry %d does not read back as a log ending at %d: %v", dataDir, t.InvalidFrom, t.InvalidFrom-1, err)
 	}

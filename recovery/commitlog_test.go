@@ -89,7 +89,7 @@ func readCommit(t *testing.T, dataDir string) (commit uint64, entries int) {
 
 func TestCommitWholeLogKeepsEveryEntry(t *testing.T) {
 	dataDir := writeLog(t, 10, 4)
-	before, after, err := commitWholeLog(dataDir)
+	before, after, err := commitWholeLog(dataDir, "")
 	if err != nil || before != 4 || after != 10 {
 		t.Fatalf("commit %d -> %d (%v), want 4 -> 10", before, after, err)
 	}
@@ -97,7 +97,7 @@ func TestCommitWholeLogKeepsEveryEntry(t *testing.T) {
 		t.Fatalf("read back commit %d with %d entries, want 10 and 10", commit, n)
 	}
 	// Run again (a resumed recovery): nothing to do.
-	if before, after, err := commitWholeLog(dataDir); err != nil || before != 10 || after != 10 {
+	if before, after, err := commitWholeLog(dataDir, ""); err != nil || before != 10 || after != 10 {
 		t.Fatalf("again: %d -> %d (%v)", before, after, err)
 	}
 }
@@ -124,7 +124,7 @@ func TestCommitWholeLogRepairsATornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	before, after, err := commitWholeLog(dataDir)
+	before, after, err := commitWholeLog(dataDir, "")
 	if err != nil || after < before || after == 0 {
 		t.Fatalf("commit after a torn tail: %d -> %d (%v)", before, after, err)
 	}
@@ -137,18 +137,18 @@ func TestCommitWholeLogRepairsATornTail(t *testing.T) {
 // entry 9 on: inspect stops there, the survivor's log is cut before it, and the rest committed.
 func TestAnInvalidLogTailIsCutThenCommitted(t *testing.T) {
 	dataDir := writeMemberWAL(t, puts(2, 2, 2, 2, 3, 3, 3, 3, 1, 1), 5)
-	from, where, err := cutInvalidTail(dataDir)
+	from, where, err := cutInvalidTail(dataDir, "")
 	if err != nil || from != 9 || where == "" {
 		t.Fatalf("cut from %d (%s, %v), want from entry 9", from, where, err)
 	}
-	before, after, err := commitWholeLog(dataDir)
+	before, after, err := commitWholeLog(dataDir, "")
 	if err != nil || before != 5 || after != 8 {
 		t.Fatalf("commit %d -> %d (%v), want 5 -> 8", before, after, err)
 	}
 	if commit, n := readCommit(t, dataDir); commit != 8 || n != 8 {
 		t.Fatalf("etcd's wal reads commit %d with %d entries, want 8 and 8", commit, n)
 	}
-	if from, _, err := cutInvalidTail(dataDir); err != nil || from != 0 {
+	if from, _, err := cutInvalidTail(dataDir, ""); err != nil || from != 0 {
 		t.Fatalf("again: cut from %d (%v), want nothing", from, err)
 	}
 }

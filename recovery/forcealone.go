@@ -22,10 +22,11 @@ import (
 // no second start to take the flag off.
 //
 // It returns the IDs it removed; run again, it finds the member alone and changes nothing.
-func forceAlone(dataDir string) (removed []datadir.ID, err error) {
+func forceAlone(dataDir, walDir string) (removed []datadir.ID, err error) {
 	lg := zap.NewNop()
-	walDir := filepath.Join(dataDir, "member", "wal")
-	r, err := datadir.Inspect(dataDir, datadir.Options{})
+	opts := datadir.Options{WALDir: walDir}
+	walDir = walDirOf(dataDir, walDir)
+	r, err := datadir.Inspect(dataDir, opts)
 	if err != nil || r.Raft == nil || r.Identity == nil || r.Membership == nil {
 		return nil, fmt.Errorf("read the WAL in %s: %v", walDir, orMissing(err))
 	}
@@ -58,7 +59,7 @@ func forceAlone(dataDir string) (removed []datadir.ID, err error) {
 	if err := w.wal.Close(); err != nil {
 		return nil, err
 	}
-	back, err := datadir.Inspect(dataDir, datadir.Options{})
+	back, err := datadir.Inspect(dataDir, opts)
 	if err != nil || back.Raft == nil || back.Membership == nil {
 		return nil, fmt.Errorf("read back the WAL in %s: %v", walDir, orMissing(err))
 	}
@@ -96,6 +97,14 @@ func raftMembers(snap *datadir.Snapshot, changes []datadir.MembershipChange) []u
 	}
 	slices.Sort(out)
 	return out
+}
+
+// walDirOf is where a member's WAL is: its --wal-dir, or member/wal.
+func walDirOf(dataDir, walDir string) string {
+	if walDir != "" {
+		return walDir
+	}
+	return filepath.Join(dataDir, "member", "wal")
 }
 
 func orMissing(err error) any {

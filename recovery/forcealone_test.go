@@ -51,13 +51,13 @@ func readTail(t *testing.T, dataDir string) (commit uint64, changes []string) {
 // removals etcd would append at start, committed, and nothing more on a second run.
 func TestForceAloneAppendsWhatForceNewClusterWould(t *testing.T) {
 	dataDir := writeBootstrappedLog(t, 20, 12)
-	if _, err := forceAlone(dataDir); err == nil {
+	if _, err := forceAlone(dataDir, ""); err == nil {
 		t.Fatal("left alone with 8 entries past its commit index: the whole log must be committed first")
 	}
-	if _, _, err := commitWholeLog(dataDir); err != nil {
+	if _, _, err := commitWholeLog(dataDir, ""); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := forceAlone(dataDir)
+	removed, err := forceAlone(dataDir, "")
 	if err != nil || len(removed) != 2 || removed[0] != 2 || removed[1] != 3 {
 		t.Fatalf("removed %v (%v), want members 2 and 3", removed, err)
 	}
@@ -66,7 +66,7 @@ func TestForceAloneAppendsWhatForceNewClusterWould(t *testing.T) {
 		t.Fatalf("the WAL ends with %v, commit index %d; want the removals of 2 and 3 at 21 and 22, committed", changes, commit)
 	}
 	// Run again (a resumed recovery): it is alone already.
-	if removed, err := forceAlone(dataDir); err != nil || len(removed) != 0 {
+	if removed, err := forceAlone(dataDir, ""); err != nil || len(removed) != 0 {
 		t.Fatalf("again: removed %v (%v)", removed, err)
 	}
 	if again, changes := readTail(t, dataDir); again != 22 || len(changes) != 2 {

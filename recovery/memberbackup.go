@@ -34,7 +34,7 @@ func copyMember(m PlanMember, partial string, workers int) (backupManifest, erro
 		if files, total, err = backup.CopyTreeLinking(m.DataDir, filepath.Join(partial, "data"), datadir.Ignorable, workers, datadir.SealedWALSegments(m.DataDir)); err != nil {
 			return backupManifest{}, fmt.Errorf("back up %s: %w", m.DataDir, err)
 		}
-		if _, err := os.Stat(filepath.Join(m.DataDir, "member")); err == nil {
+		if _, err := os.Stat(filepath.Join(m.DataDir, "member")); err == nil && m.WALDir == "" {
 			// A member's backup without its WAL or its db would "verify" and keep nothing.
 			if err := backup.RequireMemberFiles(files); err != nil {
 				return backupManifest{}, fmt.Errorf("back up %s: %w", m.DataDir, err)
@@ -46,11 +46,21 @@ func copyMember(m PlanMember, partial string, workers int) (backupManifest, erro
 	} else if !errors.Is(err, fs.ErrNotExist) { // not there: a wiped member, nothing to keep
 		return backupManifest{}, err
 	}
+	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Links: links, Bytes: total, At: time.Now().UTC()}
+	if m.WALDir != "" {
+		if err := copyWALApart(m, partial, workers, &man); err != nil {
+			return backupManifest{}, err
+		}
+	}
 	plan.Crashpoint("backup:" + m.Name + ":copied")
 	if err := backup.VerifyAgainstSource(filepath.Join(partial, "data"), m.DataDir, files); err != nil {
 		return backupManifest{}, fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
 	}
-	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Links: links, Bytes: total, At: time.Now().UTC()}
+	if man.WALSource != "" {
+		if err := backup.VerifyAgainstSource(filepath.Join(partial, "wal"), m.WALDir, man.WALFiles); err != nil {
+			return backupManifest{}, fmt.Errorf("backup of %s's WAL dir does not verify: %w", m.Name, err)
+		}
+	}
 	if m.Manifest != "" {
 		// The static pod manifest the recovery will edit is kept with the data it runs.
 		sums, err := backupStaticPod(m.Manifest, partial)
@@ -78,6 +88,9 @@ func current(dir, dataDir string) bool {
 	if len(man.Files) == 0 || !backup.Unchanged(dataDir, man.Files, datadir.Ignorable) {
 		return false
 	}
+	if man.WALSource != "" && !backup.Unchanged(man.WALSource, man.WALFiles, nil) {
+		return false
+	}
 	for _, f := range man.Files {
 		info, err := os.Stat(filepath.Join(dir, "data", f.Path))
 		if err != nil || info.Size() != f.Size {
@@ -85,4 +98,18 @@ func current(dir, dataDir string) bool {
 		}
 	}
 	return len(man.StaticPod) == 0 || backup.Verify(filepath.Join(dir, "static-pod"), man.StaticPod) == nil
+}
+
+// copyWALApart copies a member's WAL dir kept apart (--wal-dir) into partial/wal, whatever it
+// holds: a db is no backup of a member without the log it was applied from.
+func copyWALApart(m PlanMember, partial string, workers int, man *backupManifest) error {
+	if _, err := os.Stat(m.WALDir); errors.Is(err, fs.ErrNotExist) {
+		return nil // wiped with its data dir
+	}
+	files, n, err := backup.CopyTreeLinking(m.WALDir, filepath.Join(partial, "wal"), nil, workers, datadir.SealedSegmentsIn(m.WALDir))
+	if err != nil {
+		return fmt.Errorf("back up the WAL dir %s: %w", m.WALDir, err)
+	}
+	man.WALSource, man.WALFiles, man.Bytes = m.WALDir, files, man.Bytes+n
+	return nil
 }

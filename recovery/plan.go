@@ -63,11 +63,14 @@ type PlanMember struct {
 	MemberID string `json:"memberID"`
 	// DataDir is the real folder (symlinks resolved), where etcdmedic reads, backs up,
 	// quarantines and starts etcd; GivenDataDir is the path as the operator gave it.
-	DataDir      string   `json:"dataDir"`
-	GivenDataDir string   `json:"givenDataDir,omitempty"`
-	Standing     string   `json:"standing"`
-	PeerURLs     []string `json:"peerURLs"`
-	ClientURLs   []string `json:"clientURLs"`
+	DataDir      string `json:"dataDir"`
+	GivenDataDir string `json:"givenDataDir,omitempty"`
+	// WALDir is the member's --wal-dir when its WAL lives apart: read, backed up, quarantined
+	// and started with it.
+	WALDir     string   `json:"walDir,omitempty"`
+	Standing   string   `json:"standing"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
 	// Manifest is the member's kubeadm static pod manifest: kubelet runs it, and the recovery
 	// stops and starts it by moving and editing that file. Empty: a local process.
 	Manifest string `json:"manifest,omitempty"`
@@ -206,7 +209,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 		if c.DataDir != dir {
 			given = c.DataDir
 		}
-		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, GivenDataDir: given, Standing: c.Standing,
+		p.Members = append(p.Members, PlanMember{Name: c.Name, MemberID: c.MemberID, DataDir: dir, GivenDataDir: given, WALDir: c.WALDir, Standing: c.Standing,
 			PeerURLs: c.PeerURLs, ClientURLs: c.ClientURLs, Manifest: manifest, Runbook: style, KubeadmJoin: o.KubeadmJoin[c.Name],
 			SystemdUnit: o.SystemdUnits[c.Name], DiscardUnreadable: c.Unreadable && o.DiscardUnreadable[c.Name]})
 	}

@@ -38,7 +38,7 @@ func (a *Assessment) backUpWhileSettling(stopped stoppedByPlan, o AssessOptions)
 		return passThrough // NewPlan says what is wrong with the folder
 	}
 	final := filepath.Join(dir, s.Name)
-	m := PlanMember{Name: s.Name, DataDir: s.RealDataDir, Manifest: o.Manifests[s.Name]}
+	m := PlanMember{Name: s.Name, DataDir: s.RealDataDir, WALDir: s.WALDir, Manifest: o.Manifests[s.Name]}
 	done := make(chan error, 1)
 	go func() {
 		if err := backup.MkdirAllSynced(dir); err != nil {

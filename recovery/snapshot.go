@@ -97,7 +97,7 @@ func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, 
 // one-member cluster. Run again, it goes on from wherever it stopped.
 func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep *Report) error {
 	src := a.Plan.FromSnapshot
-	r, err := datadir.Inspect(survivor.DataDir, datadir.Options{})
+	r, err := datadir.Inspect(survivor.DataDir, datadir.Options{WALDir: survivor.WALDir})
 	switch {
 	case errors.Is(err, datadir.ErrLocked):
 		// Running: the restored member started by an earlier run (another cluster ID than the

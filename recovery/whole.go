@@ -10,8 +10,8 @@ import (
 // checkWhole reads a survivor candidate's data dir whole before it is chosen: every WAL
 // record's CRC and every db page. A damaged page forced into a new cluster would be streamed
 // to every member that rejoins. It returns the problem, or "".
-func checkWhole(dataDir string) string {
-	r, err := datadir.Inspect(dataDir, datadir.Options{Deep: true})
+func checkWhole(dataDir, walDir string) string {
+	r, err := datadir.Inspect(dataDir, datadir.Options{Deep: true, WALDir: walDir})
 	switch {
 	case err != nil:
 		return "its data cannot be read whole: " + err.Error()

@@ -322,3 +322,94 @@ func treeSums(t *testing.T, dir string) map[string]string {
 	}
 	return out
 }
+
+// Incident 2 on members run from etcd config files, each with its WAL on another directory:
+// two killed, the third left running without quorum. recover reads each member from its
+// config file (--from-config), stops the running one, backs up and quarantines both halves of
+// every member, and starts each with its --wal-dir again. Nothing acknowledged is lost.
+func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
+	bin := etcdtest.EtcdmedicBinary(t)
+	names := []string{"m1", "m2", "m3"}
+	clients, peers, configs, walDirs := map[string]string{}, map[string]string{}, map[string]string{}, map[string]string{}
+	var initial []string
+	for _, n := range names {
+		clients[n], peers[n] = newURLs(t)
+		initial = append(initial, n+"="+peers[n])
+	}
+	root := t.TempDir()
+	for _, n := range names {
+		walDirs[n] = filepath.Join(t.TempDir(), "wal-disk", n)
+		configs[n] = filepath.Join(root, n+".conf.yml")
+		writeFile(t, configs[n], fmt.Sprintf("name: %s\ndata-dir: %s\nwal-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: %s\ninitial-cluster-token: walapart\n",
+			n, filepath.Join(root, n), walDirs[n], clients[n], clients[n], peers[n], peers[n], strings.Join(initial, ",")))
+	}
+	pids := map[string]int{}
+	for _, n := range names {
+		cmd := exec.Command(bin, "etcd", "--config-file", configs[n])
+		cmd.Env = etcdFreeEnvForTest()
+		log, err := os.Create(filepath.Join(root, n+".log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pids[n] = cmd.Process.Pid
+		go cmd.Wait()
+	}
+	t.Cleanup(func() { etcdtest.KillUnder(root) })
+	var eps []string
+	for _, n := range names {
+		eps = append(eps, clients[n])
+	}
+	writeKeys(t, eps, 1)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ledger := etcdtest.StartLoad(t.Context(), t, cli, etcdtest.LoadSpec{Rate: 80})
+	waitAcked(t, ledger, 40)
+	syscall.Kill(pids["m3"], syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(pids["m2"], syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+	ledger.Stop()
+
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	args := []string{"recover", "plan", "--plan-dir", planDir, "--backup-dir", backups, "--endpoints", strings.Join(eps, ","),
+		"--command-timeout", "2s", "--etcd-command", bin + " etcd", "--etcd-flag=--initial-cluster-token=walapart"}
+	for _, n := range names {
+		args = append(args, "--from-config", n+"="+configs[n])
+	}
+	if code, out, errOut := runCLI(t, args...); code != exitOK {
+		t.Fatalf("recover plan --from-config: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitOK {
+		t.Fatalf("recover apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, n := range names {
+		killLocalMember(t, filepath.Join(root, n)) // recover runs them as its own processes now
+	}
+	code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
+	if code != exitOK {
+		t.Fatalf("doctor after recovery: exit %d %s", code, d.ids())
+	}
+	nothingLost(t, eps, ledger)
+	// Every member runs with its WAL apart again: the log is in its WAL dir, not its data dir.
+	for _, n := range names {
+		if segs, _ := filepath.Glob(filepath.Join(walDirs[n], "*.wal")); len(segs) == 0 {
+			t.Errorf("%s has no WAL segments in its WAL dir %s after the recovery", n, walDirs[n])
+		}
+		if _, err := os.Stat(filepath.Join(root, n, "member", "wal")); err == nil {
+			t.Errorf("%s wrote a WAL into its data dir: it was started without its --wal-dir", n)
+		}
+	}
+	// The rejoined members' old logs are quarantined beside their WAL dirs, with checksums.
+	quarantined, _ := filepath.Glob(filepath.Join(filepath.Dir(walDirs["m2"]), "*"+datadir.QuarantineFolder, "*", "wal", "*.wal"))
+	if len(quarantined) == 0 {
+		t.Errorf("no old WAL quarantined beside the WAL dirs in %s", filepath.Dir(walDirs["m2"]))
+	}
+}

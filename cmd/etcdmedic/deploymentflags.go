@@ -43,10 +43,8 @@ func (d deploymentFlags) resolve() (*deployment.Spec, error) {
 	switch {
 	case d.fromProcess != 0:
 		s, err = deployment.FromProcess(d.fromProcess)
-	case strings.HasSuffix(d.fromConfig, ".toml"):
-		s, err = deployment.FromPDConfig(d.fromConfig)
 	case d.fromConfig != "":
-		s, err = deployment.FromConfigFile(d.fromConfig)
+		s, err = d.resolveConfig()
 	case d.fromUnit != "":
 		s, err = deployment.FromUnit(d.fromUnit)
 	default:
@@ -88,4 +86,12 @@ func samePath(a, b string) bool {
 		return filepath.Clean(a) == filepath.Clean(b)
 	}
 	return ra == rb
+}
+
+// resolveConfig reads --from-config: etcd's YAML, or a PD config (.toml).
+func (d deploymentFlags) resolveConfig() (deployment.Spec, error) {
+	if strings.HasSuffix(d.fromConfig, ".toml") {
+		return deployment.FromPDConfig(d.fromConfig)
+	}
+	return deployment.FromConfigFile(d.fromConfig)
 }

@@ -66,12 +66,13 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var backupDir, planDir, survivor, etcdCmd string
 	var etcdFlags, passEnv, manifests, runbooks, kubeadmJoins, units, readds, discards, downs []string
 	var snap recovery.SnapshotOptions
+	var deployed memberDeployments
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Assess a cluster without quorum (stopping members still running on their data dirs), choose the survivor, and write the recovery plan (changes no data)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			members, err := parseDataDirs(dataDirs)
+			members, err := parseDataDirs(dataDirs, len(deployed.processes)+len(deployed.configs)+len(deployed.units) > 0)
 			if err != nil {
 				return err
 			}
@@ -96,6 +97,9 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			}
 			unitByName, err := parsePairs("--systemd-unit", "NAME=UNIT", units)
 			if err != nil {
+				return err
+			}
+			if members, err = deployed.apply(members, unitByName); err != nil {
 				return err
 			}
 			passed, err := passedEnv(passEnv)
@@ -160,6 +164,7 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 		},
 	}
 	cf.register(cmd.Flags())
+	deployed.register(cmd.Flags())
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a member's data dir as NAME=PATH (repeat for every member, the wiped ones too)")
 	cmd.Flags().StringVar(&backupDir, "backup-dir", "", "where apply copies every data dir before changing anything")
 	cmd.Flags().StringVar(&planDir, "plan-dir", "", "where the plan (plan.json) and its journal go")
@@ -220,8 +225,8 @@ func setOf(names []string) map[string]bool {
 	return out
 }
 
-func parseDataDirs(specs []string) ([]recovery.MemberInput, error) {
-	if len(specs) == 0 {
+func parseDataDirs(specs []string, deployed bool) ([]recovery.MemberInput, error) {
+	if len(specs) == 0 && !deployed {
 		return nil, failf("e.g. --data-dir m1=/var/lib/etcd-m1 --data-dir m2=/mnt/m2/etcd ...", "give every member's data dir with --data-dir NAME=PATH")
 	}
 	seen := map[string]bool{}
