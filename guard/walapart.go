@@ -30,8 +30,8 @@ type ApartWAL struct {
 // apartWAL is the WAL dir report read, when it is outside dataDir (resolved): nil when the WAL
 // is in member/wal (it moves with the data dir).
 func apartWAL(report *datadir.Report, dataDir string) (*ApartWAL, error) {
-	if report == nil || report.WALDir == "" {
-		return nil, nil
+	if report == nil || report.WALDir == "" || report.WALDir == filepath.Join(report.MemberDir, "wal") {
+		return nil, nil // member/wal, even a link to another disk: it moves with the data dir
 	}
 	given, err := filepath.Abs(report.WALDir)
 	if err != nil {

@@ -37,6 +37,8 @@ type JoinSpec struct {
 	PeerURLs   []string
 	ClientURLs []string
 	DataDir    string
+	// WALDir is the new member's --wal-dir when its WAL lives apart from its data dir.
+	WALDir     string
 	ExtraFlags []string
 }
 
@@ -90,6 +92,9 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 	out.Start = runtime.MemberSpec{
 		Name: spec.Name, DataDir: spec.DataDir, ClientURLs: spec.ClientURLs, PeerURLs: spec.PeerURLs,
 		InitialCluster: initialCluster(members, id, spec.Name), ClusterState: "existing", ExtraFlags: spec.ExtraFlags,
+	}
+	if spec.WALDir != "" {
+		out.Start.ExtraFlags = append([]string{"--wal-dir=" + spec.WALDir}, spec.ExtraFlags...)
 	}
 	if j.Runtime == nil {
 		j.step(out, "start the member with an empty data dir and these flags: etcd %s", strings.Join(out.Start.Flags(), " "))

@@ -244,9 +244,9 @@ func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir s
 // found there.
 func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quarantined, error) {
 	if _, err := os.Stat(spec.DataDir); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil // precheckDataDir refused a WAL dir left behind without it
 	}
-	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{})
+	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{WALDir: spec.WALDir})
 	if err != nil {
 		return nil, fmt.Errorf("inspect the new member's data dir: %w", err)
 	}
@@ -321,9 +321,12 @@ func (r *Replacer) precheckDataDir(ctx context.Context, spec JoinSpec) error {
 		return nil
 	}
 	if _, err := os.Stat(spec.DataDir); errors.Is(err, fs.ErrNotExist) {
+		if spec.WALDir != "" && !emptyOrMissing(spec.WALDir) {
+			return fmt.Errorf("%w: the new member's data dir %s does not exist but its WAL dir %s holds files: etcd would replay that old log; give an empty WAL dir, or quarantine it with etcdmedic guard --data-dir %s --wal-dir %s --fix", ErrRefused, spec.DataDir, spec.WALDir, spec.DataDir, spec.WALDir)
+		}
 		return nil
 	}
-	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{})
+	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{WALDir: spec.WALDir})
 	if err != nil {
 		return fmt.Errorf("%w: the new member's data dir: %v", ErrRefused, err)
 	}
@@ -459,4 +462,9 @@ func verifySnapshotFile(path, want string) error {
 		return fmt.Errorf("snapshot %s: the db does not match the sha256 etcd appended to it (damaged in transfer)", path)
 	}
 	return nil
+}
+
+func emptyOrMissing(dir string) bool {
+	ents, err := os.ReadDir(dir)
+	return err != nil || len(ents) == 0
 }

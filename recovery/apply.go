@@ -45,8 +45,11 @@ type Applier struct {
 
 	background map[string]chan error // backups running while the survivor is rebuilt
 	// survivorLoaded opens when the survivor's etcd has loaded its data: the background
-	// backups wait for it.
-	survivorLoaded *gate
+	// backups wait for it. stopping opens when Apply returns: a background copy not begun is
+	// not begun, and Apply waits for the one running (backgroundDone) so that nothing writes
+	// after it returned.
+	survivorLoaded, stopping *gate
+	backgroundDone           chan struct{}
 }
 
 // Report is what apply did.
@@ -67,8 +70,14 @@ var ErrStale = errors.New("the plan no longer matches the cluster")
 func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 	started := time.Now()
 	a.Out = &syncWriter{w: a.Out} // background backups report while steps run
-	a.survivorLoaded = newGate()
-	defer a.survivorLoaded.open() // a plan without a rebuild step, or a failed run
+	a.survivorLoaded, a.stopping = newGate(), newGate()
+	defer func() {
+		a.stopping.open()
+		a.survivorLoaded.open() // a plan without a rebuild step, or a failed run
+		if a.backgroundDone != nil {
+			<-a.backgroundDone
+		}
+	}()
 	for _, m := range a.Plan.Members {
 		if m.Runbook != "" && a.Operator == nil {
 			return nil, fmt.Errorf("%s is on the runbook: apply needs an operator to confirm its checkpoints", m.Name)

@@ -2,6 +2,7 @@ package recovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	goruntime "runtime"
 	"sync"
@@ -46,9 +47,18 @@ func (a *Applier) backupFirst() error {
 		loaded = newGate()
 		loaded.open()
 	}
+	if a.stopping == nil {
+		a.stopping = newGate() // backupFirst called outside Apply
+	}
+	a.backgroundDone = make(chan struct{})
 	go func() {
+		defer close(a.backgroundDone)
 		loaded.wait(a.Timeout)
 		for i, m := range later {
+			if a.stopping.isOpen() {
+				done[i] <- errors.New("apply stopped before this copy began")
+				continue
+			}
 			done[i] <- a.backupOne(m, foregroundWorkers()) // the survivor has loaded its data
 		}
 	}()
@@ -85,6 +95,15 @@ type gate struct {
 func newGate() *gate { return &gate{ch: make(chan struct{})} }
 
 func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+
+func (g *gate) isOpen() bool {
+	select {
+	case <-g.ch:
+		return true
+	default:
+		return false
+	}
+}
 
 // wait returns when the gate opens, or after limit.
 func (g *gate) wait(limit time.Duration) {

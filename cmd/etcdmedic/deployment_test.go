@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/scan"
 )
 
@@ -412,4 +414,56 @@ func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
 	if len(quarantined) == 0 {
 		t.Errorf("no old WAL quarantined beside the WAL dirs in %s", filepath.Dir(walDirs["m2"]))
 	}
+}
+
+// member replace onto a node whose data dir and WAL disk still hold another cluster's member
+// (a reused volume, incident 1, with the WAL on its own disk): both halves are quarantined, and
+// the new member starts with its --wal-dir. A WAL dir left behind without its data dir is
+// refused: etcd would replay it.
+func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	for _, m := range c.Members() {
+		killLocalMember(t, m.DataDir)
+	}
+	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
+	waitAcked(t, ledger, 20)
+	c.Member("m3").Kill()
+	eps := strings.Join([]string{c.Member("m1").ClientURL, c.Member("m2").ClientURL}, ",")
+	stale := walDirFlagShape(t, etcdtest.EtcdmedicBinary(t)) // another cluster's member, WAL apart
+	pid, _ := startShape(t, stale)
+	stopShape(t, pid)
+
+	client, peer := newURLs(t)
+	orphan := filepath.Join(t.TempDir(), "wal")
+	if err := os.MkdirAll(orphan, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(orphan, "0000000000000000-0000000000000000.wal"), "old log")
+	code, _, errOut := runCLI(t, "member", "replace", "m3", "--name", "m4", "--peer-urls", peer, "--client-urls", client,
+		"--data-dir", filepath.Join(t.TempDir(), "missing"), "--wal-dir", orphan, "--backup-dir", t.TempDir(), "--endpoints", eps)
+	if code != exitCritical || !strings.Contains(errOut, "replay that old log") {
+		t.Fatalf("replace onto a WAL dir left behind: exit %d %s", code, errOut)
+	}
+
+	killLocalMember(t, stale.dataDir)
+	code, out, errOut := runCLI(t, "member", "replace", "m3", "--name", "m4", "--peer-urls", peer, "--client-urls", client,
+		"--data-dir", stale.dataDir, "--wal-dir", stale.walDir, "--backup-dir", t.TempDir(), "--start", "--etcd-command", etcdmedicEtcd(t), "--endpoints", eps, "-w", "json")
+	if code != exitOK {
+		t.Fatalf("replace onto a stale member with its WAL apart: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var res member.Replaced
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Quarantined == nil || res.Quarantined.WALDir == "" || !res.Joined.Promoted {
+		t.Fatalf("replace result: %+v", res)
+	}
+	if !slices.Contains(res.Joined.Start.ExtraFlags, "--wal-dir="+stale.walDir) {
+		t.Errorf("the new member started without its --wal-dir: %v", res.Joined.Start.Flags())
+	}
+	if segs, _ := filepath.Glob(filepath.Join(stale.walDir, "*.wal")); len(segs) == 0 {
+		t.Errorf("the new member wrote no WAL in its WAL dir %s", stale.walDir)
+	}
+	ledger.Stop()
+	nothingLost(t, strings.Split(eps, ","), ledger)
 }

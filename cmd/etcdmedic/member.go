@@ -42,6 +42,7 @@ func (o *memberOptions) registerJoin(cmd *cobra.Command) {
 	f.StringSliceVar(&o.spec.PeerURLs, "peer-urls", nil, "the new member's peer URLs")
 	f.StringSliceVar(&o.spec.ClientURLs, "client-urls", nil, "the new member's client URLs (to start it)")
 	f.StringVar(&o.spec.DataDir, "data-dir", "", "the new member's data dir (guarded: any data in it is quarantined)")
+	f.StringVar(&o.spec.WALDir, "wal-dir", "", "the new member's --wal-dir, when its WAL lives apart (guarded with the data dir, passed to etcd)")
 	f.BoolVar(&o.start, "start", false, "start the new member as a local process (else the steps to start it are printed)")
 	f.StringVar(&o.etcdCmd, "etcd-command", "", "with --start: how to run etcd (default: the etcd linked into etcdmedic)")
 	f.StringArrayVar(&o.spec.ExtraFlags, "etcd-flag", nil, "with --start: an extra etcd flag (repeatable)")
