@@ -129,6 +129,9 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 		if err := backup.MkdirAllSynced(survivor.DataDir); err != nil {
 			return err
 		}
+		if err := moveRestoredWAL(survivor); err != nil {
+			return err
+		}
 		if err := os.Rename(filepath.Join(restored, "member"), filepath.Join(survivor.DataDir, "member")); err != nil {
 			return fmt.Errorf("move the restored member into %s: %w", survivor.DataDir, err)
 		}
@@ -189,6 +192,13 @@ func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir st
 	if src.MarkCompacted {
 		args = append(args, "--mark-compacted")
 	}
+	if survivor.WALDir != "" {
+		// Restored beside the WAL dir, on its disk, to be renamed into it.
+		if err := os.RemoveAll(restoredWAL(survivor)); err != nil {
+			return err
+		}
+		args = append(args, "--wal-dir", restoredWAL(survivor))
+	}
 	a.say("%s %s", src.Etcdutl, strings.Join(args, " "))
 	restore := exec.CommandContext(ctx, src.Etcdutl, args...)
 	restore.Env = runtime.Environ(nil) // no ETCDCTL_PASSWORD, no stray ETCD_*
@@ -200,6 +210,11 @@ func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir st
 	if err := backup.SyncTree(dir); err != nil {
 		return fmt.Errorf("sync the restored data in %s: %w", dir, err)
 	}
+	if survivor.WALDir != "" {
+		if err := backup.SyncTree(restoredWAL(survivor)); err != nil {
+			return fmt.Errorf("sync the restored WAL in %s: %w", restoredWAL(survivor), err)
+		}
+	}
 	return backup.SyncDir(filepath.Dir(dir))
 }
 
@@ -209,4 +224,32 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// restoredWAL is where a survivor whose WAL lives apart gets its restored WAL first.
+func restoredWAL(m PlanMember) string { return strings.TrimRight(m.WALDir, "/") + ".etcdmedic-restore" }
+
+// moveRestoredWAL renames the restored WAL segments into the survivor's WAL dir (emptied by
+// the quarantine of its old data), when its WAL lives apart.
+func moveRestoredWAL(m PlanMember) error {
+	if m.WALDir == "" {
+		return nil
+	}
+	from := restoredWAL(m)
+	ents, err := os.ReadDir(from)
+	if err != nil {
+		return fmt.Errorf("the restored WAL in %s: %w", from, err)
+	}
+	if err := backup.MkdirAllSynced(m.WALDir); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(from, e.Name()), filepath.Join(m.WALDir, e.Name())); err != nil {
+			return fmt.Errorf("move the restored WAL into %s: %w", m.WALDir, err)
+		}
+	}
+	if err := backup.SyncDir(m.WALDir); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }

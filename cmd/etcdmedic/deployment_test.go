@@ -20,6 +20,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/deployment"
 	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/guard"
+	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/scan"
@@ -257,58 +258,79 @@ func writeKeys(t *testing.T, endpoints []string, n int) {
 	}
 }
 
-// A stale member whose WAL was on its own disk (--wal-dir) is judged by both halves and
-// quarantined whole: the data dir's contents beside it, the WAL dir's beside that, one manifest
-// with every file's checksum. Given without its WAL dir, it is INCOMPLETE and nothing moves.
-func TestGuardQuarantinesAMemberWithItsWALApart(t *testing.T) {
+// A stale member, run in each deployment shape, is judged by guard through that shape and
+// quarantined whole: a WAL on its own disk (--wal-dir) beside that disk's folder, the data dir's
+// contents beside the data dir, one manifest with every file's checksum. Given without its WAL
+// dir, a member whose WAL lives apart is INCOMPLETE and nothing moves.
+func TestGuardQuarantinesEachShapeWhole(t *testing.T) {
 	live := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
-	old := configFileShape(t, etcdtest.EtcdmedicBinary(t)) // another cluster's member: FOREIGN
-	pid, _ := startShape(t, old)
-	fromProcess, err := deployment.FromProcess(pid)
-	if err != nil {
-		t.Fatal(err)
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, mk := range []func(t *testing.T, bin string) shape{configFileShape, environmentShape, walDirFlagShape, unitShape, pdShape} {
+		old := mk(t, bin) // another cluster's member: FOREIGN
+		t.Run(old.name, func(t *testing.T) {
+			pid, _ := startShape(t, old)
+			writeKeys(t, []string{mustClientURL(t, pid)}, 30)
+			stopShape(t, pid)
+			halves := []string{old.dataDir}
+			if old.walDir != "" {
+				halves = append(halves, old.walDir)
+			}
+			before := map[string]string{}
+			for _, dir := range halves {
+				for rel, sum := range treeSums(t, dir) {
+					before[filepath.Join(dir, rel)] = sum
+				}
+			}
+			if old.walDir != "" {
+				code, g, errOut := runGuard(t, "--data-dir", old.dataDir, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")
+				if code != exitCritical || g.Verdict.Class != guard.Incomplete || g.Quarantined != nil {
+					t.Fatalf("guard of the data dir without its WAL dir: exit %d %+v %s", code, g, errOut)
+				}
+			}
+			args := old.flag
+			if !strings.HasPrefix(args[0], "--") {
+				args = append([]string{"--data-dir"}, args...)
+			}
+			code, g, errOut := runGuard(t, append(args, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")...)
+			if code != exitCritical || g.Verdict.Class != guard.Foreign || g.Quarantined == nil || (old.walDir != "") != (g.Quarantined.WALDir != "") {
+				t.Fatalf("guard %v --fix of another cluster's member: exit %d %+v %s", args, code, g, errOut)
+			}
+			for _, dir := range halves {
+				if left := treeSums(t, dir); len(left) != 0 {
+					t.Errorf("%s still holds %v", dir, left)
+				}
+			}
+			if err := guard.Verify(g.Quarantined.Dir); err != nil {
+				t.Fatal(err)
+			}
+			after := map[string]string{}
+			for rel, sum := range treeSums(t, filepath.Join(g.Quarantined.Dir, "data")) {
+				after[filepath.Join(old.dataDir, rel)] = sum
+			}
+			if old.walDir != "" {
+				if filepath.Dir(filepath.Dir(g.Quarantined.WALDir)) != filepath.Dir(old.walDir) {
+					t.Errorf("the WAL went to %s, not beside %s", g.Quarantined.WALDir, old.walDir)
+				}
+				for rel, sum := range treeSums(t, filepath.Join(g.Quarantined.WALDir, "wal")) {
+					after[filepath.Join(old.walDir, rel)] = sum
+				}
+			}
+			for path, sum := range before {
+				if after[path] != sum {
+					t.Errorf("%s: %q before, %q in quarantine", path, sum, after[path])
+				}
+			}
+		})
 	}
-	writeKeys(t, fromProcess.ClientURLs, 30)
-	stopShape(t, pid)
-	config := old.flag[1]
-	before := map[string]string{}
-	for _, dir := range []string{old.dataDir, old.walDir} {
-		for rel, sum := range treeSums(t, dir) {
-			before[filepath.Join(dir, rel)] = sum
-		}
-	}
+}
 
-	code, g, errOut := runGuard(t, "--data-dir", old.dataDir, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")
-	if code != exitCritical || g.Verdict.Class != guard.Incomplete || g.Quarantined != nil {
-		t.Fatalf("guard of the data dir without its WAL dir: exit %d %+v %s", code, g, errOut)
+func mustClientURL(t *testing.T, pid int) string {
+	t.Helper()
+	s, err := deployment.FromProcess(pid)
+	if err != nil || len(s.ClientURLs) == 0 {
+		t.Fatalf("process %d: %v", pid, err)
 	}
-	code, g, errOut = runGuard(t, "--from-config", config, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")
-	if code != exitCritical || g.Verdict.Class != guard.Foreign || g.Quarantined == nil || g.Quarantined.WALDir == "" {
-		t.Fatalf("guard --from-config --fix of another cluster's member: exit %d %+v %s", code, g, errOut)
-	}
-	for _, dir := range []string{old.dataDir, old.walDir} {
-		if left := treeSums(t, dir); len(left) != 0 {
-			t.Errorf("%s still holds %v", dir, left)
-		}
-	}
-	if filepath.Dir(filepath.Dir(g.Quarantined.WALDir)) != filepath.Dir(old.walDir) {
-		t.Errorf("the WAL went to %s, not beside %s", g.Quarantined.WALDir, old.walDir)
-	}
-	if err := guard.Verify(g.Quarantined.Dir); err != nil {
-		t.Fatal(err)
-	}
-	after := map[string]string{}
-	for rel, sum := range treeSums(t, filepath.Join(g.Quarantined.Dir, "data")) {
-		after[filepath.Join(old.dataDir, rel)] = sum
-	}
-	for rel, sum := range treeSums(t, filepath.Join(g.Quarantined.WALDir, "wal")) {
-		after[filepath.Join(old.walDir, rel)] = sum
-	}
-	for path, sum := range before {
-		if after[path] != sum {
-			t.Errorf("%s: %q before, %q in quarantine", path, sum, after[path])
-		}
-	}
+	return s.ClientURLs[0]
 }
 
 // treeSums are the sha256 of every regular file under dir, by relative path.
@@ -325,31 +347,52 @@ func treeSums(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// Incident 2 on members run from etcd config files, each with its WAL on another directory:
-// two killed, the third left running without quorum. recover reads each member from its
-// config file (--from-config), stops the running one, backs up and quarantines both halves of
-// every member, and starts each with its --wal-dir again. Nothing acknowledged is lost.
-func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
-	bin := etcdtest.EtcdmedicBinary(t)
-	names := []string{"m1", "m2", "m3"}
-	clients, peers, configs, walDirs := map[string]string{}, map[string]string{}, map[string]string{}, map[string]string{}
+// walApartCluster is three members run from etcd config files by bin, each with its WAL on
+// another directory, under a write load.
+type walApartCluster struct {
+	names                               []string
+	root                                string
+	clients, configs, walDirs, dataDirs map[string]string
+	pids                                map[string]int
+	eps                                 []string
+	cli                                 *clientv3.Client
+}
+
+func startWALApartCluster(t *testing.T, bin ...string) *walApartCluster {
+	t.Helper()
+	return startWALApart(t, false, bin...)
+}
+
+// startWALApart starts the three members from config files, or (byEnvironment) with their
+// settings in ETCD_* variables only, as distro units run them.
+func startWALApart(t *testing.T, byEnvironment bool, bin ...string) *walApartCluster {
+	t.Helper()
+	c := &walApartCluster{names: []string{"m1", "m2", "m3"}, root: t.TempDir(), clients: map[string]string{}, configs: map[string]string{},
+		walDirs: map[string]string{}, dataDirs: map[string]string{}, pids: map[string]int{}}
+	peers := map[string]string{}
 	var initial []string
-	for _, n := range names {
-		clients[n], peers[n] = newURLs(t)
+	for _, n := range c.names {
+		c.clients[n], peers[n] = newURLs(t)
 		initial = append(initial, n+"="+peers[n])
+		c.eps = append(c.eps, c.clients[n])
 	}
-	root := t.TempDir()
-	for _, n := range names {
-		walDirs[n] = filepath.Join(t.TempDir(), "wal-disk", n)
-		configs[n] = filepath.Join(root, n+".conf.yml")
-		writeFile(t, configs[n], fmt.Sprintf("name: %s\ndata-dir: %s\nwal-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: %s\ninitial-cluster-token: walapart\n",
-			n, filepath.Join(root, n), walDirs[n], clients[n], clients[n], peers[n], peers[n], strings.Join(initial, ",")))
+	for _, n := range c.names {
+		c.walDirs[n] = filepath.Join(t.TempDir(), "wal-disk", n)
+		c.dataDirs[n] = filepath.Join(c.root, n)
+		c.configs[n] = filepath.Join(c.root, n+".conf.yml")
+		writeFile(t, c.configs[n], fmt.Sprintf("name: %s\ndata-dir: %s\nwal-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: %s\ninitial-cluster-token: walapart\n",
+			n, c.dataDirs[n], c.walDirs[n], c.clients[n], c.clients[n], peers[n], peers[n], strings.Join(initial, ",")))
 	}
-	pids := map[string]int{}
-	for _, n := range names {
-		cmd := exec.Command(bin, "etcd", "--config-file", configs[n])
+	for _, n := range c.names {
+		cmd := exec.Command(bin[0], append(bin[1:], "--config-file", c.configs[n])...)
 		cmd.Env = etcdFreeEnvForTest()
-		log, err := os.Create(filepath.Join(root, n+".log"))
+		if byEnvironment {
+			cmd = exec.Command(bin[0], bin[1:]...)
+			cmd.Env = append(etcdFreeEnvForTest(), "ETCD_NAME="+n, "ETCD_DATA_DIR="+c.dataDirs[n], "ETCD_WAL_DIR="+c.walDirs[n],
+				"ETCD_LISTEN_CLIENT_URLS="+c.clients[n], "ETCD_ADVERTISE_CLIENT_URLS="+c.clients[n], "ETCD_LISTEN_PEER_URLS="+peers[n],
+				"ETCD_INITIAL_ADVERTISE_PEER_URLS="+peers[n], "ETCD_INITIAL_CLUSTER="+strings.Join(initial, ","), "ETCD_INITIAL_CLUSTER_TOKEN=walapart")
+		}
+		log, err := os.Create(filepath.Join(c.root, n+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -358,61 +401,129 @@ func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		pids[n] = cmd.Process.Pid
+		c.pids[n] = cmd.Process.Pid
 		go cmd.Wait()
 	}
-	t.Cleanup(func() { etcdtest.KillUnder(root) })
-	var eps []string
-	for _, n := range names {
-		eps = append(eps, clients[n])
-	}
-	writeKeys(t, eps, 1)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
-	if err != nil {
+	t.Cleanup(func() { etcdtest.KillUnder(c.root) })
+	writeKeys(t, c.eps, 1)
+	var err error
+	if c.cli, err = clientv3.New(clientv3.Config{Endpoints: c.eps, DialTimeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	ledger := etcdtest.StartLoad(t.Context(), t, cli, etcdtest.LoadSpec{Rate: 80})
-	waitAcked(t, ledger, 40)
-	syscall.Kill(pids["m3"], syscall.SIGKILL)
-	time.Sleep(300 * time.Millisecond)
-	syscall.Kill(pids["m2"], syscall.SIGKILL)
-	time.Sleep(300 * time.Millisecond)
-	ledger.Stop()
+	t.Cleanup(func() { c.cli.Close() })
+	return c
+}
 
-	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
-	args := []string{"recover", "plan", "--plan-dir", planDir, "--backup-dir", backups, "--endpoints", strings.Join(eps, ","),
-		"--command-timeout", "2s", "--etcd-command", bin + " etcd", "--etcd-flag=--initial-cluster-token=walapart"}
-	for _, n := range names {
-		args = append(args, "--from-config", n+"="+configs[n])
+// loseQuorum kills m3 then m2; m1 runs on without quorum.
+func (c *walApartCluster) loseQuorum() {
+	syscall.Kill(c.pids["m3"], syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+	syscall.Kill(c.pids["m2"], syscall.SIGKILL)
+	time.Sleep(300 * time.Millisecond)
+}
+
+// fromConfigFiles names every member by its config file.
+func (c *walApartCluster) fromConfigFiles() []string {
+	var args []string
+	for _, n := range c.names {
+		args = append(args, "--from-config", n+"="+c.configs[n])
 	}
-	if code, out, errOut := runCLI(t, args...); code != exitOK {
+	return args
+}
+
+// recover runs recover plan (members named by members) and apply.
+func (c *walApartCluster) recover(t *testing.T, etcdCommand string, members []string, extra ...string) {
+	t.Helper()
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	args := append([]string{"recover", "plan", "--plan-dir", planDir, "--backup-dir", backups, "--endpoints", strings.Join(c.eps, ","),
+		"--command-timeout", "2s", "--etcd-command", etcdCommand, "--etcd-flag=--initial-cluster-token=walapart"}, members...)
+	if code, out, errOut := runCLI(t, append(args, extra...)...); code != exitOK {
 		t.Fatalf("recover plan --from-config: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if code, out, errOut := runCLI(t, "recover", "apply", planDir, "--yes"); code != exitOK {
 		t.Fatalf("recover apply: exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, n := range names {
-		killLocalMember(t, filepath.Join(root, n)) // recover runs them as its own processes now
+	for _, n := range c.names {
+		killLocalMember(t, c.dataDirs[n]) // recover runs them as its own processes now
 	}
-	code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
+	code, d := waitDoctor(t, c.eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
 	if code != exitOK {
 		t.Fatalf("doctor after recovery: exit %d %s", code, d.ids())
 	}
-	nothingLost(t, eps, ledger)
 	// Every member runs with its WAL apart again: the log is in its WAL dir, not its data dir.
-	for _, n := range names {
-		if segs, _ := filepath.Glob(filepath.Join(walDirs[n], "*.wal")); len(segs) == 0 {
-			t.Errorf("%s has no WAL segments in its WAL dir %s after the recovery", n, walDirs[n])
+	for _, n := range c.names {
+		if segs, _ := filepath.Glob(filepath.Join(c.walDirs[n], "*.wal")); len(segs) == 0 {
+			t.Errorf("%s has no WAL segments in its WAL dir %s after the recovery", n, c.walDirs[n])
 		}
-		if _, err := os.Stat(filepath.Join(root, n, "member", "wal")); err == nil {
+		if _, err := os.Stat(filepath.Join(c.dataDirs[n], "member", "wal")); err == nil {
 			t.Errorf("%s wrote a WAL into its data dir: it was started without its --wal-dir", n)
 		}
 	}
-	// The rejoined members' old logs are quarantined beside their WAL dirs, with checksums.
-	quarantined, _ := filepath.Glob(filepath.Join(filepath.Dir(walDirs["m2"]), "*"+datadir.QuarantineFolder, "*", "wal", "*.wal"))
+	// The old logs are quarantined beside the WAL dirs, with checksums.
+	quarantined, _ := filepath.Glob(filepath.Join(filepath.Dir(c.walDirs["m2"]), "*"+datadir.QuarantineFolder, "*", "wal", "*.wal"))
 	if len(quarantined) == 0 {
-		t.Errorf("no old WAL quarantined beside the WAL dirs in %s", filepath.Dir(walDirs["m2"]))
+		t.Errorf("no old WAL quarantined beside the WAL dirs in %s", filepath.Dir(c.walDirs["m2"]))
+	}
+}
+
+// Incident 2 on members run from etcd config files, each with its WAL on another directory:
+// two killed, the third left running without quorum. recover reads each member from its
+// config file (--from-config), stops the running one, backs up and quarantines both halves of
+// every member, and starts each with its --wal-dir again. Nothing acknowledged is lost.
+func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
+	bin := etcdtest.EtcdmedicBinary(t)
+	c := startWALApartCluster(t, bin, "etcd")
+	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 80})
+	waitAcked(t, ledger, 40)
+	c.loseQuorum()
+	ledger.Stop()
+	c.recover(t, bin+" etcd", c.fromConfigFiles())
+	nothingLost(t, c.eps, ledger)
+}
+
+// The same with members configured by ETCD_* variables only (distro units): the one still
+// running is read from its process (--from-process), the two killed are given by hand, each
+// with its --wal-dir.
+func TestRecoverMembersRunFromEnvironmentWithTheirWALApart(t *testing.T) {
+	bin := etcdtest.EtcdmedicBinary(t)
+	c := startWALApart(t, true, bin, "etcd")
+	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 80})
+	waitAcked(t, ledger, 40)
+	c.loseQuorum()
+	ledger.Stop()
+	members := []string{"--from-process", fmt.Sprintf("m1=%d", c.pids["m1"])}
+	for _, n := range []string{"m2", "m3"} {
+		members = append(members, "--data-dir", n+"="+c.dataDirs[n], "--wal-dir", n+"="+c.walDirs[n])
+	}
+	c.recover(t, bin+" etcd", members)
+	nothingLost(t, c.eps, ledger)
+}
+
+// The same members rebuilt from a snapshot (recover --from-snapshot): etcdutl restores the WAL
+// beside the survivor's WAL dir and it is moved in, so the restored member runs with its WAL
+// apart too; everything the snapshot holds is there.
+func TestRecoverFromSnapshotOntoMembersWithTheirWALApart(t *testing.T) {
+	version := etcdtest.V3_6
+	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd := etcdtest.Binary(t, version).Path
+	c := startWALApartCluster(t, etcd)
+	writeKeys(t, c.eps, 30)
+	snapFile := filepath.Join(t.TempDir(), "nightly.db")
+	m1, err := clientv3.New(clientv3.Config{Endpoints: []string{c.clients["m1"]}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m1.Close()
+	writeKeys(t, []string{c.clients["m1"]}, 30) // through m1: it has applied them all
+	saveSnapshot(t, m1, snapFile)
+	c.loseQuorum()
+	c.recover(t, etcd, c.fromConfigFiles(), "--from-snapshot", snapFile, "--etcdutl", etcdutl, "--bump-revision", "1000", "--mark-compacted")
+	resp, err := c.cli.Get(t.Context(), "shape/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 30 {
+		t.Fatalf("after the restore: %v keys, want the snapshot's 30 (%v)", resp, err)
 	}
 }
 
