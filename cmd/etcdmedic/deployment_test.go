@@ -205,14 +205,7 @@ func startShape(t *testing.T, s shape) (int, string) {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
+	startGroup(t, cmd)
 	spec, err := deployment.FromProcess(cmd.Process.Pid)
 	for i := 0; i < 100 && err != nil; i++ {
 		time.Sleep(50 * time.Millisecond) // bash has not exec'd etcd yet

@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +140,18 @@ func corruptLastValue(t *testing.T, dbPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startGroup starts cmd in its own process group, killed (the whole group) when the test ends
+// or the test binary dies.
+func startGroup(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
 }

@@ -163,14 +163,7 @@ func supervise(t *testing.T, m *etcdtest.Member, env []string, args []string) st
 	script := `echo $$ > "$PIDFILE"; while true; do "$BIN" etcd $(cat "$ARGS") >>"$LOG" 2>&1; sleep 0.3; done`
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Env = append(append(etcdFreeEnvForTest(), "LOG="+m.LogPath, "PIDFILE="+pidFile, "BIN="+bin, "ARGS="+argsFile), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
+	startGroup(t, cmd)
 	waitFor(t, "the supervised member to hold its data dir", func() bool { return datadir.RunningOn(m.DataDir) })
 	return pidFile
 }
