@@ -522,8 +522,8 @@ func TestRecoverFromSnapshotOntoMembersWithTheirWALApart(t *testing.T) {
 
 // member replace onto a node whose data dir and WAL disk still hold another cluster's member
 // (a reused volume, incident 1, with the WAL on its own disk): both halves are quarantined, and
-// the new member starts with its --wal-dir. A WAL dir left behind without its data dir is
-// refused: etcd would replay it.
+// the new member, read from its config file, starts with its --wal-dir. A WAL dir left behind
+// without its data dir is refused: etcd would replay it.
 func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	for _, m := range c.Members() {
@@ -549,9 +549,13 @@ func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
 		t.Fatalf("replace onto a WAL dir left behind: exit %d %s", code, errOut)
 	}
 
+	// The new member is given as its config file says it will run (name, URLs, both dirs).
+	config := filepath.Join(t.TempDir(), "m4.conf.yml")
+	writeFile(t, config, fmt.Sprintf("name: m4\ndata-dir: %s\nwal-dir: %s\nadvertise-client-urls: %s\nlisten-client-urls: %s\ninitial-advertise-peer-urls: %s\nlisten-peer-urls: %s\n",
+		stale.dataDir, stale.walDir, client, client, peer, peer))
 	killLocalMember(t, stale.dataDir)
-	code, out, errOut := runCLI(t, "member", "replace", "m3", "--name", "m4", "--peer-urls", peer, "--client-urls", client,
-		"--data-dir", stale.dataDir, "--wal-dir", stale.walDir, "--backup-dir", t.TempDir(), "--start", "--etcd-command", etcdmedicEtcd(t), "--endpoints", eps, "-w", "json")
+	code, out, errOut := runCLI(t, "member", "replace", "m3", "--from-config", config,
+		"--backup-dir", t.TempDir(), "--start", "--etcd-command", etcdmedicEtcd(t), "--endpoints", eps, "-w", "json")
 	if code != exitOK {
 		t.Fatalf("replace onto a stale member with its WAL apart: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -21,6 +21,11 @@ type deploymentFlags struct {
 
 func (d *deploymentFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&d.walDir, "wal-dir", "", "the member's --wal-dir, when its WAL lives apart from the data dir")
+	d.registerFrom(fs)
+}
+
+// registerFrom registers the --from-* flags only (for a command with its own --wal-dir).
+func (d *deploymentFlags) registerFrom(fs *pflag.FlagSet) {
 	fs.IntVar(&d.fromProcess, "from-process", 0, "read the member's configuration from this running etcd (or pd-server) process: its flags, ETCD_* variables and working directory")
 	fs.StringVar(&d.fromConfig, "from-config", "", "read the member's configuration from its etcd config file (--config-file YAML), or a TiDB PD config (.toml)")
 	fs.StringVar(&d.fromUnit, "from-unit", "", "read the member's configuration from its systemd unit (systemctl cat NAME), or from a unit file's path")

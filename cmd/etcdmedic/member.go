@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ type memberOptions struct {
 	backupDir string
 	dryRun    bool
 	catchUp   time.Duration
+	from      deploymentFlags // the new member read from how it will run
 }
 
 func newMemberCommand(opts *globalOptions) *cobra.Command {
@@ -48,6 +50,7 @@ func (o *memberOptions) registerJoin(cmd *cobra.Command) {
 	f.StringArrayVar(&o.spec.ExtraFlags, "etcd-flag", nil, "with --start: an extra etcd flag (repeatable)")
 	f.StringArrayVar(&o.passEnv, "pass-env", nil, "with --start: "+passEnvUsage)
 	f.DurationVar(&o.catchUp, "catch-up-timeout", 2*time.Minute, "how long the new member may take to catch up before promotion")
+	o.from.registerFrom(f)
 }
 
 func (o *memberOptions) joiner(cmd *cobra.Command) (*member.Joiner, func(), error) {
@@ -79,6 +82,22 @@ func (o *memberOptions) joiner(cmd *cobra.Command) (*member.Joiner, func(), erro
 }
 
 func (o *memberOptions) needJoinSpec() error {
+	// The new member as its config file, unit or process says it will run: what the flags
+	// leave out is taken from there; what they give must agree on the data dir.
+	dataDir, walDir, spec, err := (deploymentFlags{walDir: o.spec.WALDir, fromProcess: o.from.fromProcess, fromConfig: o.from.fromConfig, fromUnit: o.from.fromUnit}).dataDirFrom(o.spec.DataDir)
+	if err != nil && (o.from.fromProcess != 0 || o.from.fromConfig != "" || o.from.fromUnit != "") {
+		return failf("", "%v", err)
+	}
+	if spec != nil {
+		o.spec.DataDir, o.spec.WALDir = dataDir, walDir
+		o.spec.Name = cmp.Or(o.spec.Name, spec.Name)
+		if len(o.spec.PeerURLs) == 0 {
+			o.spec.PeerURLs = spec.PeerURLs
+		}
+		if len(o.spec.ClientURLs) == 0 {
+			o.spec.ClientURLs = spec.ClientURLs
+		}
+	}
 	if o.spec.Name == "" || len(o.spec.PeerURLs) == 0 {
 		return failf("e.g. --name m4 --peer-urls http://10.0.0.4:2380", "--name and --peer-urls are required")
 	}
