@@ -87,7 +87,7 @@ func (a *Applier) spec(m Member) runtime.MemberSpec {
 		}
 	}
 	return runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs,
-		InitialCluster: strings.Join(parts, ","), ClusterState: "existing", ExtraFlags: a.Plan.EtcdFlags}
+		InitialCluster: strings.Join(parts, ","), ClusterState: "existing", ExtraFlags: flagsFor(m, a.Plan.EtcdFlags)}
 }
 
 // restart moves leadership away from m if it leads, stops it, starts it on the hop's binary,
@@ -288,4 +288,13 @@ func storageAt(v *cluster.View, target string) bool {
 		}
 	}
 	return true
+}
+
+// flagsFor are the extra flags m restarts with: the plan's, and its --wal-dir when its WAL
+// lives apart.
+func flagsFor(m Member, flags []string) []string {
+	if m.WALDir == "" {
+		return flags
+	}
+	return append([]string{"--wal-dir=" + m.WALDir}, flags...)
 }

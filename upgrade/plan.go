@@ -33,8 +33,10 @@ type Plan struct {
 
 // Member is one member as the upgrade restarts it.
 type Member struct {
-	Name       string   `json:"name"`
-	DataDir    string   `json:"dataDir"`
+	Name    string `json:"name"`
+	DataDir string `json:"dataDir"`
+	// WALDir is its --wal-dir when its WAL lives apart: it is restarted with it.
+	WALDir     string   `json:"walDir,omitempty"`
 	PeerURLs   []string `json:"peerURLs"`
 	ClientURLs []string `json:"clientURLs"`
 }

@@ -25,7 +25,7 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out i
 		if _, _, running := local.FindProcess(m.DataDir); running {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(m.DataDir, "member", "wal")); err != nil {
+		if _, err := os.Stat(filepath.Join(m.DataDir, "member", "snap", "db")); err != nil {
 			continue // nothing to start from: the step that needs it will say so
 		}
 		version := a.Plan.From

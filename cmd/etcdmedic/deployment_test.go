@@ -575,3 +575,38 @@ func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
 	ledger.Stop()
 	nothingLost(t, strings.Split(eps, ","), ledger)
 }
+
+// A rolling upgrade (v3.5.24 to v3.6.16) of members run from config files with their WAL
+// apart: every member is restarted on the new binary with its --wal-dir, nothing lost.
+func TestUpgradeMembersWithTheirWALApart(t *testing.T) {
+	c := startWALApartCluster(t, etcdtest.Binary(t, etcdtest.V3_5_24).Path)
+	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 50})
+	waitAcked(t, ledger, 20)
+	planDir := filepath.Join(t.TempDir(), "plan")
+	args := []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", filepath.Join(t.TempDir(), "backups"),
+		"--etcd-binary", etcdtest.V3_5_24 + "=" + etcdtest.Binary(t, etcdtest.V3_5_24).Path, "--etcd-binary", etcdtest.V3_6 + "=" + etcdtest.Binary(t, etcdtest.V3_6).Path,
+		"--etcd-flag=--initial-cluster-token=walapart", "--endpoints", strings.Join(c.eps, ",")}
+	for _, n := range c.names {
+		args = append(args, "--data-dir", n+"="+c.dataDirs[n], "--wal-dir", n+"="+c.walDirs[n])
+		killLocalMember(t, c.dataDirs[n]) // the upgrade runs them as its own processes
+	}
+	if code, out, errOut := runCLI(t, args...); code != exitOK {
+		t.Fatalf("upgrade plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "upgrade", "apply", planDir, "--yes"); code != exitOK {
+		t.Fatalf("upgrade apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	_, rep := upgradeCheck(t, "--to", "v3.7.3", "--endpoints", strings.Join(c.eps, ","))
+	for _, m := range rep.Members {
+		if m.Version != "3.6.16" {
+			t.Errorf("%s runs %s after the upgrade", m.Name, m.Version)
+		}
+	}
+	for _, n := range c.names {
+		if _, err := os.Stat(filepath.Join(c.dataDirs[n], "member", "wal")); err == nil {
+			t.Errorf("%s wrote a WAL into its data dir: it was restarted without its --wal-dir", n)
+		}
+	}
+	ledger.Stop()
+	nothingLost(t, c.eps, ledger)
+}

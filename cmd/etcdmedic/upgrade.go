@@ -30,7 +30,7 @@ func newUpgradeCommand(opts *globalOptions) *cobra.Command {
 func newUpgradeCheckCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var to, from string
-	var dataDirs []string
+	var dataDirs, walDirs []string
 	var fetch bool
 	cmd := &cobra.Command{
 		Use:   "check --to VERSION [--endpoints ... [--fetch-backends]] [--data-dir NAME=PATH --from VERSION]",
@@ -49,7 +49,7 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 			if err != nil || to == "" {
 				return failf("e.g. --to v3.6.16", "--to: %v", err)
 			}
-			facts, current, _, err := gatherFacts(cmd, &cf, dataDirs, from, fetch)
+			facts, current, _, err := gatherFacts(cmd, &cf, dataDirs, walDirs, from, fetch)
 			if err != nil {
 				return err
 			}
@@ -68,20 +68,31 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 	cmd.Flags().StringVar(&to, "to", "", "the target version, e.g. v3.6.16")
 	cmd.Flags().StringVar(&from, "from", "", "the version the members run (when not asking them)")
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a stopped member's data dir as NAME=PATH (repeatable)")
+	cmd.Flags().StringArrayVar(&walDirs, "wal-dir", nil, "with --data-dir: that member's --wal-dir as NAME=PATH, when its WAL lives apart (repeatable)")
 	cmd.Flags().BoolVar(&fetch, "fetch-backends", false, "copy each member's db through its snapshot API to read its v3 membership (streams the whole db)")
 	return cmd
 }
 
-type namedDir struct{ Name, DataDir string }
+type namedDir struct{ Name, DataDir, WALDir string }
 
-func parseOptionalDataDirs(specs []string) ([]namedDir, error) {
+// parseOptionalDataDirs reads --data-dir NAME=PATH, with --wal-dir NAME=PATH for a member whose
+// WAL lives apart.
+func parseOptionalDataDirs(specs, walDirs []string) ([]namedDir, error) {
+	wals, err := parsePairs("--wal-dir", "NAME=PATH", walDirs)
+	if err != nil {
+		return nil, err
+	}
 	var out []namedDir
 	for _, s := range specs {
 		name, path, ok := strings.Cut(s, "=")
 		if !ok || name == "" || path == "" {
 			return nil, failf("", "--data-dir %q: want NAME=PATH", s)
 		}
-		out = append(out, namedDir{name, path})
+		out = append(out, namedDir{name, path, wals[name]})
+		delete(wals, name)
+	}
+	for name := range wals {
+		return nil, failf("", "--wal-dir %s: no --data-dir names member %s", name, name)
 	}
 	return out, nil
 }
@@ -148,7 +159,7 @@ func fetchFacts(ctx context.Context, conn cluster.Conn, m cluster.MemberView, f 
 }
 
 // gatherFacts collects versions (live) and membership (data dirs, or fetched dbs) of a cluster.
-func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, from string, fetch bool) ([]upgrade.MemberFacts, *upgrade.Version, *cluster.View, error) {
+func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs, walDirs []string, from string, fetch bool) ([]upgrade.MemberFacts, *upgrade.Version, *cluster.View, error) {
 	var facts []upgrade.MemberFacts
 	var current *upgrade.Version
 	var view *cluster.View
@@ -181,12 +192,12 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, from stri
 			return nil, nil, nil, failf("check --endpoints and the certificates", "no member answered")
 		}
 	}
-	members, err := parseOptionalDataDirs(dataDirs)
+	members, err := parseOptionalDataDirs(dataDirs, walDirs)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	for _, m := range members {
-		r, err := datadir.Inspect(m.DataDir, datadir.Options{})
+		r, err := datadir.Inspect(m.DataDir, datadir.Options{WALDir: m.WALDir})
 		if err != nil {
 			return nil, nil, nil, inspectError(err)
 		}
@@ -207,7 +218,7 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, from stri
 func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var to, backupDir, planDir string
-	var dataDirs, binaries, etcdFlags, passEnv []string
+	var dataDirs, walDirs, binaries, etcdFlags, passEnv []string
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION --endpoints ... --data-dir NAME=PATH... --etcd-binary VERSION=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Write a rolling upgrade plan: the safe hops (through v3.5.24+ and a full restart when needed), member by member",
@@ -231,7 +242,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 				}
 				bins[ver] = path
 			}
-			dirs, err := parseOptionalDataDirs(dataDirs)
+			dirs, err := parseOptionalDataDirs(dataDirs, walDirs)
 			if err != nil {
 				return err
 			}
@@ -239,7 +250,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			facts, current, view, err := gatherFacts(cmd, &cf, nil, "", true)
+			facts, current, view, err := gatherFacts(cmd, &cf, nil, nil, "", true)
 			if err != nil {
 				return err
 			}
@@ -251,16 +262,16 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			ordered := append([]cluster.MemberView{}, view.Members...)
 			sort.SliceStable(ordered, func(i, j int) bool { return ordered[j].ID == view.Leader() && ordered[i].ID != view.Leader() })
 			for _, m := range ordered {
-				dir := ""
+				dir, walDir := "", ""
 				for _, d := range dirs {
 					if d.Name == m.Name {
-						dir = d.DataDir
+						dir, walDir = d.DataDir, d.WALDir
 					}
 				}
 				if dir == "" {
 					return failf("the upgrade restarts each member as a local process on its data dir", "no --data-dir for member %s", m.Name)
 				}
-				members = append(members, upgrade.Member{Name: m.Name, DataDir: dir, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+				members = append(members, upgrade.Member{Name: m.Name, DataDir: dir, WALDir: walDir, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
 			}
 			check := upgrade.Check(current, target, facts)
 			p, err := upgrade.NewPlan(check, current, target, members, bins, backupDir, etcdFlags, time.Now())
@@ -283,6 +294,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	cf.register(cmd.Flags())
 	cmd.Flags().StringVar(&to, "to", "", "the target version")
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "each member's data dir as NAME=PATH (the member is restarted on it)")
+	cmd.Flags().StringArrayVar(&walDirs, "wal-dir", nil, "a member's --wal-dir as NAME=PATH, when its WAL lives apart: it is restarted with it (repeatable)")
 	cmd.Flags().StringArrayVar(&binaries, "etcd-binary", nil, "an etcd binary as VERSION=PATH, for the target and every intermediate version (repeatable)")
 	cmd.Flags().StringVar(&backupDir, "backup-dir", "", "where the snapshot taken before the upgrade goes")
 	cmd.Flags().StringVar(&planDir, "plan-dir", "", "where the plan and its journal go")
