@@ -40,12 +40,19 @@ func (a *Applier) operatorBackup(m PlanMember) error {
 	}
 	op := a.Operator
 	archive := fmt.Sprintf("/var/backups/etcdmedic-%s-%s.tar", m.Name, a.Plan.CreatedAt.Format("20060102T150405Z"))
+	commands := []string{fmt.Sprintf("if [ -e %s ]; then mkdir -p /var/backups && tar -C %s -cf %s %s && sha256sum %s > %s.sha256 && sync && sha256sum -c %s.sha256; fi",
+		runbook.Quote(m.DataDir), runbook.Quote(filepath.Dir(m.DataDir)), archive, runbook.Quote(filepath.Base(m.DataDir)), archive, archive, archive)}
+	if m.WALDir != "" {
+		// The log apart from the data: a db without it is no backup of the member.
+		wal := strings.TrimSuffix(archive, ".tar") + "-wal.tar"
+		commands = append(commands, fmt.Sprintf("if [ -e %s ]; then tar -C %s -cf %s %s && sha256sum %s > %s.sha256 && sync && sha256sum -c %s.sha256; fi",
+			runbook.Quote(m.WALDir), runbook.Quote(filepath.Dir(m.WALDir)), wal, runbook.Quote(filepath.Base(m.WALDir)), wal, wal, wal))
+	}
 	if err := op.Confirm(runbook.Checkpoint{
-		Node:  m.Name,
-		Title: fmt.Sprintf("back up %s's data dir %s (etcdmedic cannot read it from here)", m.Name, m.DataDir),
-		Commands: []string{fmt.Sprintf("if [ -e %s ]; then mkdir -p /var/backups && tar -C %s -cf %s %s && sha256sum %s > %s.sha256 && sync && sha256sum -c %s.sha256; fi",
-			runbook.Quote(m.DataDir), runbook.Quote(filepath.Dir(m.DataDir)), archive, runbook.Quote(filepath.Base(m.DataDir)), archive, archive, archive)},
-		Notes: []string{"keep the archive until the cluster has run well for a while; etcdmedic cannot see it"},
+		Node:     m.Name,
+		Title:    fmt.Sprintf("back up %s's data dir %s (etcdmedic cannot read it from here)", m.Name, m.DataDir),
+		Commands: commands,
+		Notes:    []string{"keep the archive until the cluster has run well for a while; etcdmedic cannot see it"},
 	}); err != nil {
 		return err
 	}
@@ -76,6 +83,12 @@ func (a *Applier) operatorQuarantine(m PlanMember, rep *Report) error {
 		Node:     m.Name,
 		Title:    fmt.Sprintf("move %s's old data aside (never delete it): the member rejoins with an empty data dir", m.Name),
 		Commands: []string{fmt.Sprintf("if [ -e %s ]; then mv -n %s %s; fi", runbook.Quote(m.DataDir), runbook.Quote(m.DataDir), runbook.Quote(dest))},
+	}
+	if m.WALDir != "" {
+		// Its WAL apart moves aside too, beside itself: started on it, the new member would
+		// replay the old log.
+		walDest := fmt.Sprintf("%s.etcdmedic-quarantine-%s", strings.TrimRight(m.WALDir, "/"), a.Plan.CreatedAt.Format("20060102T150405Z"))
+		c.Commands = append([]string{fmt.Sprintf("if [ -e %s ]; then mv -n %s %s; fi", runbook.Quote(m.WALDir), runbook.Quote(m.WALDir), runbook.Quote(walDest))}, c.Commands...)
 	}
 	for try := 0; try < 3; try++ {
 		if err := op.Confirm(c); err != nil {

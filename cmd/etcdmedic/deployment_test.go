@@ -346,6 +346,7 @@ type walApartCluster struct {
 	names                               []string
 	root                                string
 	clients, configs, walDirs, dataDirs map[string]string
+	units                               map[string]string // unit name -> pid file (the unit shape)
 	pids                                map[string]int
 	eps                                 []string
 	cli                                 *clientv3.Client
@@ -353,15 +354,22 @@ type walApartCluster struct {
 
 func startWALApartCluster(t *testing.T, bin ...string) *walApartCluster {
 	t.Helper()
-	return startWALApart(t, false, bin...)
+	return startWALApart(t, byConfigFile, bin...)
 }
 
-// startWALApart starts the three members from config files, or (byEnvironment) with their
-// settings in ETCD_* variables only, as distro units run them.
-func startWALApart(t *testing.T, byEnvironment bool, bin ...string) *walApartCluster {
+// How the three members are run.
+const (
+	byConfigFile  = "config file"            // etcd --config-file, the WAL apart
+	byEnvironment = "ETCD_* variables"       // ETCD_* only, the WAL apart
+	byUnit        = "systemd unit"           // a unit with an EnvironmentFile, run as systemd would
+	byPDConfig    = "PD config (etcd flags)" // a PD TOML names the data dir (no WAL dir)
+)
+
+// startWALApart starts the three members the way mode says.
+func startWALApart(t *testing.T, mode string, bin ...string) *walApartCluster {
 	t.Helper()
 	c := &walApartCluster{names: []string{"m1", "m2", "m3"}, root: t.TempDir(), clients: map[string]string{}, configs: map[string]string{},
-		walDirs: map[string]string{}, dataDirs: map[string]string{}, pids: map[string]int{}}
+		walDirs: map[string]string{}, dataDirs: map[string]string{}, units: map[string]string{}, pids: map[string]int{}}
 	peers := map[string]string{}
 	var initial []string
 	for _, n := range c.names {
@@ -371,26 +379,48 @@ func startWALApart(t *testing.T, byEnvironment bool, bin ...string) *walApartClu
 	}
 	for _, n := range c.names {
 		c.walDirs[n] = filepath.Join(t.TempDir(), "wal-disk", n)
+		if mode == byPDConfig {
+			c.walDirs[n] = ""
+		}
 		c.dataDirs[n] = filepath.Join(c.root, n)
 		c.configs[n] = filepath.Join(c.root, n+".conf.yml")
 		writeFile(t, c.configs[n], fmt.Sprintf("name: %s\ndata-dir: %s\nwal-dir: %s\nlisten-client-urls: %s\nadvertise-client-urls: %s\nlisten-peer-urls: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster: %s\ninitial-cluster-token: walapart\n",
 			n, c.dataDirs[n], c.walDirs[n], c.clients[n], c.clients[n], peers[n], peers[n], strings.Join(initial, ",")))
 	}
 	for _, n := range c.names {
+		env := []string{"ETCD_NAME=" + n, "ETCD_DATA_DIR=" + c.dataDirs[n], "ETCD_WAL_DIR=" + c.walDirs[n],
+			"ETCD_LISTEN_CLIENT_URLS=" + c.clients[n], "ETCD_ADVERTISE_CLIENT_URLS=" + c.clients[n], "ETCD_LISTEN_PEER_URLS=" + peers[n],
+			"ETCD_INITIAL_ADVERTISE_PEER_URLS=" + peers[n], "ETCD_INITIAL_CLUSTER=" + strings.Join(initial, ","), "ETCD_INITIAL_CLUSTER_TOKEN=walapart"}
 		cmd := exec.Command(bin[0], append(bin[1:], "--config-file", c.configs[n])...)
 		cmd.Env = etcdFreeEnvForTest()
-		if byEnvironment {
+		switch mode {
+		case byEnvironment:
 			cmd = exec.Command(bin[0], bin[1:]...)
-			cmd.Env = append(etcdFreeEnvForTest(), "ETCD_NAME="+n, "ETCD_DATA_DIR="+c.dataDirs[n], "ETCD_WAL_DIR="+c.walDirs[n],
-				"ETCD_LISTEN_CLIENT_URLS="+c.clients[n], "ETCD_ADVERTISE_CLIENT_URLS="+c.clients[n], "ETCD_LISTEN_PEER_URLS="+peers[n],
-				"ETCD_INITIAL_ADVERTISE_PEER_URLS="+peers[n], "ETCD_INITIAL_CLUSTER="+strings.Join(initial, ","), "ETCD_INITIAL_CLUSTER_TOKEN=walapart")
+			cmd.Env = append(etcdFreeEnvForTest(), env...)
+		case byUnit:
+			// The unit and its EnvironmentFile, and the member started as systemd would: the
+			// file's variables exported, ExecStart exec'd, in its own process group (the
+			// systemctl double stops the group whose leader's pid is in the unit's pid file).
+			envFile, unit := filepath.Join(c.root, n+".env"), filepath.Join(c.root, "etcd-"+n+".service")
+			writeFile(t, envFile, strings.Join(env, "\n")+"\n")
+			writeFile(t, unit, fmt.Sprintf("[Service]\nType=notify\nEnvironmentFile=%s\nExecStart=%s\nRestart=always\n", envFile, strings.Join(bin, " ")))
+			c.configs[n], c.units["etcd-"+n+".service"] = unit, filepath.Join(c.root, n+".unit.pid")
+			cmd = exec.Command("bash", "-c", fmt.Sprintf("echo $$ > %s; set -a; . %s; set +a; exec %s", c.units["etcd-"+n+".service"], envFile, strings.Join(bin, " ")))
+			cmd.Env = etcdFreeEnvForTest()
+		case byPDConfig:
+			toml := filepath.Join(c.root, n+".toml")
+			writeFile(t, toml, fmt.Sprintf("name = %q\ndata-dir = %q\nclient-urls = %q\npeer-urls = %q\ninitial-cluster = %q\n", n, c.dataDirs[n], c.clients[n], peers[n], strings.Join(initial, ",")))
+			c.configs[n] = toml
+			cmd = exec.Command(bin[0], append(bin[1:], "--name", n, "--data-dir", c.dataDirs[n], "--listen-client-urls", c.clients[n], "--advertise-client-urls", c.clients[n],
+				"--listen-peer-urls", peers[n], "--initial-advertise-peer-urls", peers[n], "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "walapart")...)
+			cmd.Env = etcdFreeEnvForTest()
 		}
 		log, err := os.Create(filepath.Join(c.root, n+".log"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		cmd.Stdout, cmd.Stderr = log, log
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -415,11 +445,11 @@ func (c *walApartCluster) loseQuorum() {
 	time.Sleep(300 * time.Millisecond)
 }
 
-// fromConfigFiles names every member by its config file.
-func (c *walApartCluster) fromConfigFiles() []string {
+// fromConfigFiles names every member by its config file (or its unit, with flag --from-unit).
+func (c *walApartCluster) fromConfigFiles(flag ...string) []string {
 	var args []string
 	for _, n := range c.names {
-		args = append(args, "--from-config", n+"="+c.configs[n])
+		args = append(args, append(flag, "--from-config")[0], n+"="+c.configs[n])
 	}
 	return args
 }
@@ -442,6 +472,9 @@ func (c *walApartCluster) recover(t *testing.T, etcdCommand string, members []st
 	code, d := waitDoctor(t, c.eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 && len(d.Findings) == 0 })
 	if code != exitOK {
 		t.Fatalf("doctor after recovery: exit %d %s", code, d.ids())
+	}
+	if c.walDirs["m1"] == "" {
+		return // the WAL in member/wal
 	}
 	// Every member runs with its WAL apart again: the log is in its WAL dir, not its data dir.
 	for _, n := range c.names {
@@ -479,7 +512,7 @@ func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
 // with its --wal-dir.
 func TestRecoverMembersRunFromEnvironmentWithTheirWALApart(t *testing.T) {
 	bin := etcdtest.EtcdmedicBinary(t)
-	c := startWALApart(t, true, bin, "etcd")
+	c := startWALApart(t, byEnvironment, bin, "etcd")
 	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 80})
 	waitAcked(t, ledger, 40)
 	c.loseQuorum()
@@ -577,7 +610,8 @@ func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
 }
 
 // A rolling upgrade (v3.5.24 to v3.6.16) of members run from config files with their WAL
-// apart: every member is restarted on the new binary with its --wal-dir, nothing lost.
+// apart (one given with --data-dir and --wal-dir, two with --from-config): every member is
+// restarted on the new binary with its --wal-dir, nothing lost.
 func TestUpgradeMembersWithTheirWALApart(t *testing.T) {
 	c := startWALApartCluster(t, etcdtest.Binary(t, etcdtest.V3_5_24).Path)
 	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 50})
@@ -586,8 +620,12 @@ func TestUpgradeMembersWithTheirWALApart(t *testing.T) {
 	args := []string{"upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", filepath.Join(t.TempDir(), "backups"),
 		"--etcd-binary", etcdtest.V3_5_24 + "=" + etcdtest.Binary(t, etcdtest.V3_5_24).Path, "--etcd-binary", etcdtest.V3_6 + "=" + etcdtest.Binary(t, etcdtest.V3_6).Path,
 		"--etcd-flag=--initial-cluster-token=walapart", "--endpoints", strings.Join(c.eps, ",")}
-	for _, n := range c.names {
-		args = append(args, "--data-dir", n+"="+c.dataDirs[n], "--wal-dir", n+"="+c.walDirs[n])
+	for i, n := range c.names {
+		if i == 0 {
+			args = append(args, "--data-dir", n+"="+c.dataDirs[n], "--wal-dir", n+"="+c.walDirs[n])
+		} else {
+			args = append(args, "--from-config", n+"="+c.configs[n]) // both dirs from its config file
+		}
 		killLocalMember(t, c.dataDirs[n]) // the upgrade runs them as its own processes
 	}
 	if code, out, errOut := runCLI(t, args...); code != exitOK {
@@ -609,4 +647,27 @@ func TestUpgradeMembersWithTheirWALApart(t *testing.T) {
 	}
 	ledger.Stop()
 	nothingLost(t, c.eps, ledger)
+}
+
+// The members run by systemd units whose settings are in an EnvironmentFile, and by a PD
+// config: each is named by its unit (--from-unit, which also stops the running one with
+// systemctl stop) or its PD TOML (--from-config pd.toml). Nothing lost either way.
+func TestRecoverMembersRunByUnitsAndPDConfigs(t *testing.T) {
+	bin := etcdtest.EtcdmedicBinary(t)
+	for _, mode := range []string{byUnit, byPDConfig} {
+		t.Run(mode, func(t *testing.T) {
+			c := startWALApart(t, mode, bin, "etcd")
+			ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 80})
+			waitAcked(t, ledger, 40)
+			c.loseQuorum()
+			ledger.Stop()
+			members := c.fromConfigFiles()
+			if mode == byUnit {
+				systemctlDouble(t, c.units)
+				members = c.fromConfigFiles("--from-unit")
+			}
+			c.recover(t, bin+" etcd", members)
+			nothingLost(t, c.eps, ledger)
+		})
+	}
 }

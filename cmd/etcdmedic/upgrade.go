@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/recovery"
 	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/upgrade"
 )
@@ -30,7 +31,8 @@ func newUpgradeCommand(opts *globalOptions) *cobra.Command {
 func newUpgradeCheckCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var to, from string
-	var dataDirs, walDirs []string
+	var dataDirs []string
+	var deployed memberDeployments
 	var fetch bool
 	cmd := &cobra.Command{
 		Use:   "check --to VERSION [--endpoints ... [--fetch-backends]] [--data-dir NAME=PATH --from VERSION]",
@@ -49,7 +51,7 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 			if err != nil || to == "" {
 				return failf("e.g. --to v3.6.16", "--to: %v", err)
 			}
-			facts, current, _, err := gatherFacts(cmd, &cf, dataDirs, walDirs, from, fetch)
+			facts, current, _, err := gatherFacts(cmd, &cf, dataDirs, deployed, from, fetch)
 			if err != nil {
 				return err
 			}
@@ -68,7 +70,7 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 	cmd.Flags().StringVar(&to, "to", "", "the target version, e.g. v3.6.16")
 	cmd.Flags().StringVar(&from, "from", "", "the version the members run (when not asking them)")
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a stopped member's data dir as NAME=PATH (repeatable)")
-	cmd.Flags().StringArrayVar(&walDirs, "wal-dir", nil, "with --data-dir: that member's --wal-dir as NAME=PATH, when its WAL lives apart (repeatable)")
+	deployed.register(cmd.Flags())
 	cmd.Flags().BoolVar(&fetch, "fetch-backends", false, "copy each member's db through its snapshot API to read its v3 membership (streams the whole db)")
 	return cmd
 }
@@ -76,23 +78,24 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 type namedDir struct{ Name, DataDir, WALDir string }
 
 // parseOptionalDataDirs reads --data-dir NAME=PATH, with --wal-dir NAME=PATH for a member whose
-// WAL lives apart.
-func parseOptionalDataDirs(specs, walDirs []string) ([]namedDir, error) {
-	wals, err := parsePairs("--wal-dir", "NAME=PATH", walDirs)
-	if err != nil {
-		return nil, err
-	}
-	var out []namedDir
+// WAL lives apart, or the member read from how it runs (--from-process, --from-config,
+// --from-unit NAME=...).
+func parseOptionalDataDirs(specs []string, deployed memberDeployments) ([]namedDir, error) {
+	var members []recovery.MemberInput
 	for _, s := range specs {
 		name, path, ok := strings.Cut(s, "=")
 		if !ok || name == "" || path == "" {
 			return nil, failf("", "--data-dir %q: want NAME=PATH", s)
 		}
-		out = append(out, namedDir{name, path, wals[name]})
-		delete(wals, name)
+		members = append(members, recovery.MemberInput{Name: name, DataDir: path})
 	}
-	for name := range wals {
-		return nil, failf("", "--wal-dir %s: no --data-dir names member %s", name, name)
+	members, err := deployed.apply(members, map[string]string{})
+	if err != nil {
+		return nil, err
+	}
+	var out []namedDir
+	for _, m := range members {
+		out = append(out, namedDir{m.Name, m.DataDir, m.WALDir})
 	}
 	return out, nil
 }
@@ -159,7 +162,7 @@ func fetchFacts(ctx context.Context, conn cluster.Conn, m cluster.MemberView, f 
 }
 
 // gatherFacts collects versions (live) and membership (data dirs, or fetched dbs) of a cluster.
-func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs, walDirs []string, from string, fetch bool) ([]upgrade.MemberFacts, *upgrade.Version, *cluster.View, error) {
+func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, deployed memberDeployments, from string, fetch bool) ([]upgrade.MemberFacts, *upgrade.Version, *cluster.View, error) {
 	var facts []upgrade.MemberFacts
 	var current *upgrade.Version
 	var view *cluster.View
@@ -192,7 +195,7 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs, walDirs []string, 
 			return nil, nil, nil, failf("check --endpoints and the certificates", "no member answered")
 		}
 	}
-	members, err := parseOptionalDataDirs(dataDirs, walDirs)
+	members, err := parseOptionalDataDirs(dataDirs, deployed)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -218,7 +221,8 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs, walDirs []string, 
 func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	var cf connFlags
 	var to, backupDir, planDir string
-	var dataDirs, walDirs, binaries, etcdFlags, passEnv []string
+	var dataDirs, binaries, etcdFlags, passEnv []string
+	var deployed memberDeployments
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION --endpoints ... --data-dir NAME=PATH... --etcd-binary VERSION=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Write a rolling upgrade plan: the safe hops (through v3.5.24+ and a full restart when needed), member by member",
@@ -242,7 +246,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 				}
 				bins[ver] = path
 			}
-			dirs, err := parseOptionalDataDirs(dataDirs, walDirs)
+			dirs, err := parseOptionalDataDirs(dataDirs, deployed)
 			if err != nil {
 				return err
 			}
@@ -250,7 +254,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			facts, current, view, err := gatherFacts(cmd, &cf, nil, nil, "", true)
+			facts, current, view, err := gatherFacts(cmd, &cf, nil, memberDeployments{}, "", true)
 			if err != nil {
 				return err
 			}
@@ -294,7 +298,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	cf.register(cmd.Flags())
 	cmd.Flags().StringVar(&to, "to", "", "the target version")
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "each member's data dir as NAME=PATH (the member is restarted on it)")
-	cmd.Flags().StringArrayVar(&walDirs, "wal-dir", nil, "a member's --wal-dir as NAME=PATH, when its WAL lives apart: it is restarted with it (repeatable)")
+	deployed.register(cmd.Flags())
 	cmd.Flags().StringArrayVar(&binaries, "etcd-binary", nil, "an etcd binary as VERSION=PATH, for the target and every intermediate version (repeatable)")
 	cmd.Flags().StringVar(&backupDir, "backup-dir", "", "where the snapshot taken before the upgrade goes")
 	cmd.Flags().StringVar(&planDir, "plan-dir", "", "where the plan and its journal go")
