@@ -32,6 +32,10 @@ type Checked struct {
 	Series []Second `json:"series,omitempty"`
 }
 
+// MinOperations is the size of history every drill judges at least (issue 12): after the
+// repair the workload runs on until it has that many acknowledged operations, within a minute.
+const MinOperations = 10_000
+
 // underLoad starts the write ledger and the workload on the sandbox, for drills that run both
 // through the whole incident; the caller closes the client and stops the workload.
 func (r *recorder) underLoad(ctx context.Context, sb *sandbox.Sandbox) (*clientv3.Client, *workload.Workload, error) {

@@ -170,7 +170,7 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	}
 	w.Resume()
 	r.say("workload resumed on the repaired cluster")
-	time.Sleep(2 * time.Second)
+	w.RunUntil(ctx, MinOperations, 2*time.Second, time.Minute)
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

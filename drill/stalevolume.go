@@ -116,7 +116,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return fmt.Errorf("quarantine does not verify: %w", err)
 	}
 	r.say("quarantine verified against its manifest")
-	time.Sleep(7 * time.Second) // the workload goes on against the repaired cluster
+	w.RunUntil(ctx, MinOperations, 7*time.Second, time.Minute) // the workload goes on against the repaired cluster
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

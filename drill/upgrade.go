@@ -59,7 +59,7 @@ func upgradeDrill(ctx context.Context, env Env, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	time.Sleep(2 * time.Second) // the workload goes on against the upgraded cluster
+	w.RunUntil(ctx, MinOperations, 2*time.Second, time.Minute) // the workload goes on against the upgraded cluster
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

@@ -83,6 +83,7 @@ type Workload struct {
 
 	mu      sync.Mutex
 	ops     []Op
+	acked   int // ops with Outcome OK
 	watches []*watcher
 	leases  []*Lease
 }
@@ -145,7 +146,33 @@ func dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 func (w *Workload) record(op Op) {
 	w.mu.Lock()
 	w.ops = append(w.ops, op)
+	if op.Outcome == OK {
+		w.acked++
+	}
 	w.mu.Unlock()
+}
+
+// Acked is how many operations have been acknowledged so far.
+func (w *Workload) Acked() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.acked
+}
+
+// RunUntil lets the workload go on for at least min, then until it has at least n operations
+// acknowledged, for at most max in all (or until ctx ends): a drill's history has the size it
+// promises whatever the machine's speed, within a bound.
+func (w *Workload) RunUntil(ctx context.Context, n int, min, max time.Duration) {
+	start := time.Now()
+	for time.Since(start) < max && ctx.Err() == nil {
+		if time.Since(start) >= min && w.Acked() >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (w *Workload) addLease(l *Lease) {
