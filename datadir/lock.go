@@ -28,6 +28,13 @@ func walLocked(path string) bool {
 	return false
 }
 
+// WALDirLocked reports whether a process holds the newest WAL segment in walDir (a member's
+// --wal-dir apart from its data dir): a running etcd does.
+func WALDirLocked(walDir string) bool {
+	segs, err := listWALSegments(walDir)
+	return err == nil && len(segs) > 0 && walLocked(filepath.Join(walDir, segs[len(segs)-1].Name))
+}
+
 // RunningOn reports whether a process holds the data dir's newest WAL segment or its db.
 func RunningOn(dataDir string) bool {
 	for _, memberDir := range []string{filepath.Join(dataDir, "member"), dataDir} {

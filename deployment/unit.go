@@ -43,7 +43,7 @@ func FromUnit(name string) (Spec, error) {
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return Spec{}, fmt.Errorf("systemctl cat %s: %s", name, strings.TrimSpace(string(ee.Stderr)))
+			return Spec{}, fmt.Errorf("systemctl cat %s: %s (give the unit file's path instead where systemctl cannot run)", name, strings.Join(strings.Fields(string(ee.Stderr)), " "))
 		}
 		return Spec{}, fmt.Errorf("systemctl cat %s: %w", name, err)
 	}

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
@@ -47,28 +45,11 @@ func apartWAL(report *datadir.Report, dataDir string) (*ApartWAL, error) {
 	return &ApartWAL{Source: given, RealSource: real, Entries: topLevel(real)}, nil
 }
 
-// walLocked refuses a WAL dir whose segments a running etcd holds (etcd flocks them).
+// walLocked refuses a WAL dir a running etcd holds (its OFD lock, or flock, on the newest
+// segment: datadir's check, as for a data dir).
 func walLocked(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), ".wal") {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return err
-		}
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		}
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("a process runs on the WAL dir %s (%s is locked): stop it first", dir, e.Name())
-		}
+	if datadir.WALDirLocked(dir) {
+		return fmt.Errorf("a process runs on the WAL dir %s (its newest segment is locked): stop it first", dir)
 	}
 	return nil
 }

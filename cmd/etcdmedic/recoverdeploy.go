@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -68,8 +69,8 @@ func (d memberDeployments) apply(members []recovery.MemberInput, units map[strin
 	}
 	if err := resolved("--from-process", d.processes, func(v string) (deployment.Spec, error) {
 		pid, err := strconv.Atoi(v)
-		if err != nil {
-			return deployment.Spec{}, err
+		if err != nil || pid <= 0 {
+			return deployment.Spec{}, fmt.Errorf("%q is not a process ID (want NAME=PID)", v)
 		}
 		return deployment.FromProcess(pid)
 	}); err != nil {
