@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/etcdmedic/etcdmedic"
 )
 
 func TestApplyEnvFollowsEtcdctl(t *testing.T) {
@@ -41,7 +43,7 @@ func TestValidateRefusesHalfAClientCert(t *testing.T) {
 }
 
 func TestEndpointsCompareWithoutScheme(t *testing.T) {
-	if NormalizeEndpoint("http://127.0.0.1:2379/") != NormalizeEndpoint("127.0.0.1:2379") {
+	if etcdmedic.Normalize("http://127.0.0.1:2379/") != etcdmedic.Normalize("127.0.0.1:2379") {
 		t.Fatal("same endpoint")
 	}
 	if hp, ok := tcpAddress("https://127.0.0.1:2379"); !ok || hp != "127.0.0.1:2379" {
@@ -55,14 +57,14 @@ func TestEndpointsCompareWithoutScheme(t *testing.T) {
 // A member forced into a cluster of its own (same cluster ID) must not redefine the membership.
 func TestMembershipComesFromTheMajority(t *testing.T) {
 	mk := func(id string, index uint64, members ...string) *Probe {
-		p := &Probe{Endpoint: id, Reached: true, Status: &Status{ClusterID: "c", MemberID: id, Leader: id, RaftIndex: index}}
+		p := &Probe{Endpoint: id, Reached: true, Status: &Status{ClusterID: 0xc, MemberID: etcdmedic.MustParseID(id), Leader: etcdmedic.MustParseID(id), RaftIndex: index}}
 		for _, m := range members {
-			p.Members = append(p.Members, Member{ID: m, Name: m, ClientURLs: []string{m}})
+			p.Members = append(p.Members, etcdmedic.Member{ID: etcdmedic.MustParseID(m), Name: m, ClientURLs: []string{m}})
 		}
 		return p
 	}
-	v := BuildView([]*Probe{mk("a", 10, "a", "b"), mk("b", 10, "a", "b"), mk("x", 99, "x")}, time.Now())
-	if len(v.Members) != 2 || len(v.Strangers) != 1 || v.Strangers[0].Endpoint != "x" {
+	v := BuildView([]*Probe{mk("a", 10, "a", "b"), mk("b", 10, "a", "b"), mk("f", 99, "f")}, time.Now())
+	if len(v.Members) != 2 || len(v.Strangers) != 1 || v.Strangers[0].Endpoint != "f" {
 		t.Fatalf("members %+v strangers %+v", v.Members, v.Strangers)
 	}
 }

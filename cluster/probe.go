@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"sort"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/etcdmedic/etcdmedic"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -26,48 +27,39 @@ type Probe struct {
 	Reached    bool `json:"reached"`
 	// Refused is set when nothing listens at the endpoint (the TCP connect was refused): the
 	// only answer that proves a member is not serving there.
-	Refused   bool          `json:"refused,omitempty"`
-	Error     string        `json:"error,omitempty"`
-	Status    *Status       `json:"status,omitempty"`
-	Members   []Member      `json:"members,omitempty"` // this member's own (serializable) member list
-	Healthy   bool          `json:"healthy"`           // a linearizable read succeeded
-	HealthErr string        `json:"healthError,omitempty"`
-	Alarms    []Alarm       `json:"alarms,omitempty"`
-	Hash      *Hash         `json:"hash,omitempty"`
-	Took      time.Duration `json:"tookNs"`
+	Refused   bool               `json:"refused,omitempty"`
+	Error     string             `json:"error,omitempty"`
+	Status    *Status            `json:"status,omitempty"`
+	Members   []etcdmedic.Member `json:"members,omitempty"` // this member's own (serializable) member list
+	Healthy   bool               `json:"healthy"`           // a linearizable read succeeded
+	HealthErr string             `json:"healthError,omitempty"`
+	Alarms    []Alarm            `json:"alarms,omitempty"`
+	Hash      *Hash              `json:"hash,omitempty"`
+	Took      time.Duration      `json:"tookNs"`
 }
 
 // Status is a member's answer to the Status RPC (what `etcdctl endpoint status` shows).
 type Status struct {
-	ClusterID      string   `json:"clusterID"`
-	MemberID       string   `json:"memberID"`
-	Leader         string   `json:"leader"` // "0" when it knows none
-	RaftTerm       uint64   `json:"raftTerm"`
-	RaftIndex      uint64   `json:"raftIndex"`
-	AppliedIndex   uint64   `json:"raftAppliedIndex"`
-	Revision       int64    `json:"revision"`
-	DBSize         int64    `json:"dbSize"`
-	DBSizeInUse    int64    `json:"dbSizeInUse"`
-	DBSizeQuota    int64    `json:"dbSizeQuota,omitempty"` // reported from etcd v3.6 on
-	Version        string   `json:"version"`
-	StorageVersion string   `json:"storageVersion,omitempty"`
-	IsLearner      bool     `json:"isLearner"`
-	Errors         []string `json:"errors,omitempty"`
-}
-
-// Member is one entry of a member list.
-type Member struct {
-	ID         string   `json:"id"`
-	Name       string   `json:"name"`
-	PeerURLs   []string `json:"peerURLs"`
-	ClientURLs []string `json:"clientURLs"`
-	IsLearner  bool     `json:"isLearner"`
+	ClusterID      etcdmedic.ClusterID `json:"clusterID"`
+	MemberID       etcdmedic.ID        `json:"memberID"`
+	Leader         etcdmedic.ID        `json:"leader"` // NoID ("0") when it knows none
+	RaftTerm       uint64              `json:"raftTerm"`
+	RaftIndex      uint64              `json:"raftIndex"`
+	AppliedIndex   uint64              `json:"raftAppliedIndex"`
+	Revision       int64               `json:"revision"`
+	DBSize         int64               `json:"dbSize"`
+	DBSizeInUse    int64               `json:"dbSizeInUse"`
+	DBSizeQuota    int64               `json:"dbSizeQuota,omitempty"` // reported from etcd v3.6 on
+	Version        string              `json:"version"`
+	StorageVersion string              `json:"storageVersion,omitempty"`
+	IsLearner      bool                `json:"isLearner"`
+	Errors         []string            `json:"errors,omitempty"`
 }
 
 // Alarm is one raised alarm.
 type Alarm struct {
-	MemberID string `json:"memberID"`
-	Alarm    string `json:"alarm"`
+	MemberID etcdmedic.ID `json:"memberID"`
+	Alarm    string       `json:"alarm"`
 }
 
 // Hash is a member's hashkv answer.
@@ -78,8 +70,6 @@ type Hash struct {
 	Error           string `json:"error,omitempty"`
 }
 
-func hexID(id uint64) string { return fmt.Sprintf("%x", id) }
-
 // ProbeOptions tune a probe round.
 type ProbeOptions struct {
 	// Discover probes every client URL any member list names, not only the given endpoints.
@@ -89,6 +79,10 @@ type ProbeOptions struct {
 	// lost its leader still names it for up to an election timeout, and those reads would wait
 	// out the whole command timeout.
 	WithoutQuorum bool
+	// CheckHash asks every reached member for its hashkv at one revision they all have.
+	CheckHash bool
+	// Now stamps the view (time.Now when nil).
+	Now func() time.Time
 }
 
 // ProbeAll probes the given endpoints and, as member lists arrive, every client URL they name,
@@ -104,7 +98,7 @@ func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
 	)
 	var launch func(endpoint string, discovered bool)
 	launch = func(endpoint string, discovered bool) {
-		key := NormalizeEndpoint(endpoint)
+		key := etcdmedic.Normalize(endpoint)
 		mu.Lock()
 		if seen[key] {
 			mu.Unlock()
@@ -119,7 +113,7 @@ func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
 			defer wg.Done()
 			// Discovered members are probed as soon as a member list arrives, not when this
 			// probe ends: its health read can block until an election ends.
-			probeOne(ctx, conn, p, opts.WithoutQuorum, func(members []Member) {
+			probeOne(ctx, conn, p, opts.WithoutQuorum, func(members []etcdmedic.Member) {
 				if opts.Discover {
 					for _, m := range members {
 						for _, u := range m.ClientURLs {
@@ -143,16 +137,8 @@ func ProbeAll(ctx context.Context, conn Conn, opts ProbeOptions) []*Probe {
 	return probes
 }
 
-// NormalizeEndpoint lets "127.0.0.1:2379" and "http://127.0.0.1:2379" count as one endpoint.
-func NormalizeEndpoint(ep string) string {
-	for _, scheme := range []string{"http://", "https://", "unix://", "unixs://"} {
-		ep = strings.TrimPrefix(ep, scheme)
-	}
-	return strings.TrimSuffix(ep, "/")
-}
-
 // probeOne asks one endpoint for its status, member list, health and alarms, in parallel.
-func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMembers func([]Member)) {
+func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMembers func([]etcdmedic.Member)) {
 	started := time.Now()
 	defer func() { p.Took = time.Since(started) }()
 	// A plain TCP connect first: a dead member refuses at once, and saying "connection
@@ -185,7 +171,7 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 			noLeader(errNoLeader)
 		}
 		p.Status = &Status{
-			ClusterID: hexID(resp.Header.ClusterId), MemberID: hexID(resp.Header.MemberId), Leader: hexID(resp.Leader),
+			ClusterID: etcdmedic.ID(resp.Header.ClusterId), MemberID: etcdmedic.ID(resp.Header.MemberId), Leader: etcdmedic.ID(resp.Leader),
 			RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, AppliedIndex: resp.RaftAppliedIndex, Revision: resp.Header.Revision,
 			DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, DBSizeQuota: resp.DbSizeQuota,
 			Version: resp.Version, StorageVersion: resp.StorageVersion, IsLearner: resp.IsLearner, Errors: resp.Errors,
@@ -197,9 +183,9 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 		if err != nil {
 			return
 		}
-		var members []Member
+		var members []etcdmedic.Member
 		for _, m := range resp.Members {
-			members = append(members, Member{ID: hexID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+			members = append(members, etcdmedic.Member{ID: etcdmedic.ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 		}
 		p.Members = members
 		onMembers(members)
@@ -226,7 +212,7 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 				return
 			}
 			for _, a := range resp.Alarms {
-				p.Alarms = append(p.Alarms, Alarm{MemberID: hexID(a.MemberID), Alarm: a.Alarm.String()})
+				p.Alarms = append(p.Alarms, Alarm{MemberID: etcdmedic.ID(a.MemberID), Alarm: a.Alarm.String()})
 			}
 		})
 	}
@@ -277,7 +263,7 @@ func tcpAddress(ep string) (string, bool) {
 	if u, err := url.Parse(ep); err == nil && u.Host != "" {
 		return u.Host, true
 	}
-	return NormalizeEndpoint(ep), true
+	return etcdmedic.Normalize(ep), true
 }
 
 // describeErr says what went wrong in the operator's words.

@@ -6,12 +6,14 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/etcdmedic/etcdmedic"
 )
 
 // View is the one picture of a cluster built from every probe.
 type View struct {
-	TakenAt   time.Time `json:"takenAt"`
-	ClusterID string    `json:"clusterID"`
+	TakenAt   time.Time           `json:"takenAt"`
+	ClusterID etcdmedic.ClusterID `json:"clusterID"`
 	// Members is the membership (from the most up-to-date member list), each with what its
 	// own endpoint answered.
 	Members []MemberView `json:"members"`
@@ -22,13 +24,13 @@ type View struct {
 	Unmatched []*Probe `json:"unmatched"`
 	Quorum    Quorum   `json:"quorum"`
 	// Leaders maps each leader ID some member reports to the names of the members saying so.
-	Leaders map[string][]string `json:"leaders"`
-	Probes  []*Probe            `json:"probes"`
+	Leaders map[etcdmedic.ID][]string `json:"leaders"`
+	Probes  []*Probe                  `json:"probes"`
 }
 
 // MemberView is one member and its own endpoint's answer (nil when none answered).
 type MemberView struct {
-	Member
+	etcdmedic.Member
 	Probe *Probe `json:"probe,omitempty"`
 }
 
@@ -50,11 +52,21 @@ type Quorum struct {
 // Lost reports whether too few voters are up to form a quorum.
 func (q Quorum) Lost() bool { return q.VotersUp < q.Needed }
 
-// Diagnose probes the cluster and builds its view.
-func Diagnose(ctx context.Context, conn Conn, opts ProbeOptions, checkHash bool, now func() time.Time) *View {
+// Observe probes every member the cluster names and builds its view: what most commands need
+// before they decide anything.
+func Observe(ctx context.Context, conn Conn) *View {
+	return Diagnose(ctx, conn, ProbeOptions{Discover: true})
+}
+
+// Diagnose probes the cluster as opts say and builds its view.
+func Diagnose(ctx context.Context, conn Conn, opts ProbeOptions) *View {
 	probes := ProbeAll(ctx, conn, opts)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
 	v := BuildView(probes, now())
-	if checkHash {
+	if opts.CheckHash {
 		if rev := v.commonRevision(); rev > 0 {
 			var reached []*Probe
 			for _, m := range v.Members {
@@ -81,10 +93,10 @@ func (v *View) commonRevision() int64 {
 
 // BuildView turns probes into one view.
 func BuildView(probes []*Probe, at time.Time) *View {
-	v := &View{TakenAt: at, Probes: probes, Leaders: map[string][]string{}, Strangers: []*Probe{}, Unmatched: []*Probe{}}
+	v := &View{TakenAt: at, Probes: probes, Leaders: map[etcdmedic.ID][]string{}, Strangers: []*Probe{}, Unmatched: []*Probe{}}
 	v.ClusterID = majorityClusterID(probes)
 	best := authoritativeList(probes, v.ClusterID)
-	byID := map[string]*Probe{}
+	byID := map[etcdmedic.ID]*Probe{}
 	for _, p := range probes {
 		if p.Reached && p.Status.ClusterID == v.ClusterID {
 			if _, dup := byID[p.Status.MemberID]; !dup {
@@ -92,7 +104,7 @@ func BuildView(probes []*Probe, at time.Time) *View {
 			}
 		}
 	}
-	members := map[string]bool{}
+	members := map[etcdmedic.ID]bool{}
 	if best != nil {
 		for _, m := range best.Members {
 			members[m.ID] = true
@@ -103,7 +115,10 @@ func BuildView(probes []*Probe, at time.Time) *View {
 			v.Members = append(v.Members, mv)
 		}
 	}
-	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].Name+v.Members[i].ID < v.Members[j].Name+v.Members[j].ID })
+	sort.Slice(v.Members, func(i, j int) bool {
+		a, b := v.Members[i], v.Members[j]
+		return a.Name < b.Name || (a.Name == b.Name && a.ID < b.ID)
+	})
 	for _, p := range probes {
 		switch {
 		case p.Reached && (p.Status.ClusterID != v.ClusterID || !members[p.Status.MemberID]):
@@ -119,8 +134,8 @@ func BuildView(probes []*Probe, at time.Time) *View {
 				v.Quorum.VotersUp++
 			}
 		}
-		if m.Up() && m.Probe.Status.Leader != "0" {
-			v.Leaders[m.Probe.Status.Leader] = append(v.Leaders[m.Probe.Status.Leader], nameOr(m))
+		if m.Up() && m.Probe.Status.Leader != etcdmedic.NoID {
+			v.Leaders[m.Probe.Status.Leader] = append(v.Leaders[m.Probe.Status.Leader], m.ShortLabel())
 		}
 	}
 	v.Quorum.Needed = v.Quorum.Voters/2 + 1
@@ -131,7 +146,7 @@ func BuildView(probes []*Probe, at time.Time) *View {
 // authoritativeList picks whose member list the view uses: the list most reached members of
 // the cluster hold (a member restarted on a stale copy, or forced into a cluster of its own,
 // holds a different one), ties going to the member furthest along in raft.
-func authoritativeList(probes []*Probe, clusterID string) *Probe {
+func authoritativeList(probes []*Probe, clusterID etcdmedic.ClusterID) *Probe {
 	votes := map[string]int{}
 	for _, p := range probes {
 		if p.Reached && p.Status.ClusterID == clusterID && len(p.Members) > 0 {
@@ -155,10 +170,10 @@ func authoritativeList(probes []*Probe, clusterID string) *Probe {
 	return best
 }
 
-func membershipKey(ms []Member) string {
+func membershipKey(ms []etcdmedic.Member) string {
 	ids := make([]string, len(ms))
 	for i, m := range ms {
-		ids[i] = m.ID
+		ids[i] = m.ID.String()
 	}
 	sort.Strings(ids)
 	return strings.Join(ids, ",")
@@ -174,20 +189,18 @@ func (v *View) claimed(p *Probe) bool {
 }
 
 // probeForURLs finds the (failed) probe of one of a member's client URLs.
-func probeForURLs(probes []*Probe, urls []string) *Probe {
+func probeForURLs(probes []*Probe, urls etcdmedic.URLs) *Probe {
 	for _, p := range probes {
-		for _, u := range urls {
-			if NormalizeEndpoint(u) == NormalizeEndpoint(p.Endpoint) && !p.Reached {
-				return p
-			}
+		if !p.Reached && urls.Reaches(p.Endpoint) {
+			return p
 		}
 	}
 	return nil
 }
 
-func majorityClusterID(probes []*Probe) string {
-	counts := map[string]int{}
-	var order []string
+func majorityClusterID(probes []*Probe) etcdmedic.ClusterID {
+	counts := map[etcdmedic.ClusterID]int{}
+	var order []etcdmedic.ClusterID
 	for _, p := range probes {
 		if p.Reached {
 			id := p.Status.ClusterID
@@ -197,36 +210,59 @@ func majorityClusterID(probes []*Probe) string {
 			counts[id]++
 		}
 	}
-	best := ""
+	best, found := etcdmedic.NoID, false
 	for _, id := range order { // ties go to the cluster of the first given endpoint
-		if best == "" || counts[id] > counts[best] {
+		if !found || counts[id] > counts[best] {
+			found = true
 			best = id
 		}
 	}
 	return best
 }
 
-func nameOr(m MemberView) string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return m.ID
-}
-
-// Leader returns the leader most members agree on, or "".
-func (v *View) Leader() string {
-	best := ""
+// Leader returns the leader most members agree on, or NoID.
+func (v *View) Leader() etcdmedic.ID {
+	best := etcdmedic.NoID
 	for id, who := range v.Leaders {
-		if best == "" || len(who) > len(v.Leaders[best]) || (len(who) == len(v.Leaders[best]) && id < best) {
+		if best == etcdmedic.NoID || len(who) > len(v.Leaders[best]) || (len(who) == len(v.Leaders[best]) && id < best) {
 			best = id
 		}
 	}
 	return best
 }
 
-// MemberByID returns the member with that ID.
-func (v *View) MemberByID(id string) *MemberView {
-	i := slices.IndexFunc(v.Members, func(m MemberView) bool { return m.ID == id })
+// MemberByID returns the member with that ID, or nil.
+func (v *View) MemberByID(id etcdmedic.ID) *MemberView {
+	return v.member(func(m MemberView) bool { return m.ID == id })
+}
+
+// ByName returns the member with that name, or nil.
+func (v *View) ByName(name string) *MemberView {
+	return v.member(func(m MemberView) bool { return name != "" && m.Name == name })
+}
+
+// Find returns the member an operator named, by name or by hex ID, or nil.
+func (v *View) Find(nameOrID string) *MemberView {
+	return v.member(func(m MemberView) bool { return m.Is(nameOrID) })
+}
+
+// ByPeerURLs returns the member that has one of urls as a peer URL, or nil: etcd matches a
+// joining member to its record by peer URL, written exactly so.
+func (v *View) ByPeerURLs(urls []string) *MemberView {
+	return v.member(func(m MemberView) bool { return m.PeerURLs.Overlap(urls) })
+}
+
+// Label names a member of the view for an operator, by ID: its name and ID when the view
+// knows it, the ID alone otherwise.
+func (v *View) Label(id etcdmedic.ID) string {
+	if m := v.MemberByID(id); m != nil {
+		return m.Label()
+	}
+	return id.String()
+}
+
+func (v *View) member(match func(MemberView) bool) *MemberView {
+	i := slices.IndexFunc(v.Members, match)
 	if i < 0 {
 		return nil
 	}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
@@ -19,30 +21,30 @@ import (
 
 // Backend is what the member's bbolt db (member/snap/db) says.
 type Backend struct {
-	Path              string     `json:"path"`
-	FileBytes         int64      `json:"fileBytes"`
-	SizeBytes         int64      `json:"sizeBytes"` // etcd's "DB SIZE": allocated pages x page size
-	PageSize          uint32     `json:"pageSize"`
-	ConsistentIndex   uint64     `json:"consistentIndex"`
-	Term              uint64     `json:"term"`
-	Revision          int64      `json:"revision"`
-	CompactedRevision int64      `json:"compactedRevision"`
-	ClusterVersion    string     `json:"clusterVersion,omitempty"`
-	StorageVersion    string     `json:"storageVersion,omitempty"`
-	Downgrade         string     `json:"downgrade,omitempty"`
-	ConfState         *ConfState `json:"confState,omitempty"`
-	Alarms            []Alarm    `json:"alarms"`
-	AuthEnabled       bool       `json:"authEnabled"`
-	Members           []Member   `json:"-"`
-	RemovedMembers    []ID       `json:"-"`
+	Path              string             `json:"path"`
+	FileBytes         int64              `json:"fileBytes"`
+	SizeBytes         int64              `json:"sizeBytes"` // etcd's "DB SIZE": allocated pages x page size
+	PageSize          uint32             `json:"pageSize"`
+	ConsistentIndex   uint64             `json:"consistentIndex"`
+	Term              uint64             `json:"term"`
+	Revision          int64              `json:"revision"`
+	CompactedRevision int64              `json:"compactedRevision"`
+	ClusterVersion    string             `json:"clusterVersion,omitempty"`
+	StorageVersion    string             `json:"storageVersion,omitempty"`
+	Downgrade         string             `json:"downgrade,omitempty"`
+	ConfState         *ConfState         `json:"confState,omitempty"`
+	Alarms            []Alarm            `json:"alarms"`
+	AuthEnabled       bool               `json:"authEnabled"`
+	Members           []etcdmedic.Member `json:"-"`
+	RemovedMembers    []etcdmedic.ID     `json:"-"`
 	// Filled by a deep check only (it reads every page).
 	Deep *DeepCheck `json:"deep,omitempty"`
 }
 
 // Alarm is an alarm raised on a member (NOSPACE, CORRUPT), as stored in the alarm bucket.
 type Alarm struct {
-	MemberID ID     `json:"memberID"`
-	Alarm    string `json:"alarm"`
+	MemberID etcdmedic.ID `json:"memberID"`
+	Alarm    string       `json:"alarm"`
 }
 
 // DeepCheck is what reading the whole db file found (CheckPages).
@@ -164,12 +166,12 @@ func (be *Backend) readMeta(b *bolt.Bucket) error {
 		if err := json.Unmarshal(v, &cs); err != nil {
 			return fmt.Errorf("meta/confState is not JSON: %w", err)
 		}
-		out := ConfState{Voters: []ID{}, Learners: []ID{}}
+		out := ConfState{Voters: []etcdmedic.ID{}, Learners: []etcdmedic.ID{}}
 		for _, id := range cs.Voters {
-			out.Voters = append(out.Voters, ID(id))
+			out.Voters = append(out.Voters, etcdmedic.ID(id))
 		}
 		for _, id := range cs.Learners {
-			out.Learners = append(out.Learners, ID(id))
+			out.Learners = append(out.Learners, etcdmedic.ID(id))
 		}
 		be.ConfState = &out
 	}
@@ -207,7 +209,7 @@ type backendMember struct {
 func (be *Backend) readMembers(members, removed *bolt.Bucket) error {
 	if members != nil {
 		err := members.ForEach(func(k, v []byte) error {
-			id, err := ParseID(string(k))
+			id, err := etcdmedic.ParseID(string(k))
 			if err != nil {
 				return fmt.Errorf("members bucket key %q: %w", k, err)
 			}
@@ -215,7 +217,7 @@ func (be *Backend) readMembers(members, removed *bolt.Bucket) error {
 			if err := json.Unmarshal(v, &m); err != nil {
 				return fmt.Errorf("members bucket record %s is not JSON: %w", id, err)
 			}
-			be.Members = append(be.Members, Member{ID: id, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+			be.Members = append(be.Members, etcdmedic.Member{ID: id, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
 			return nil
 		})
 		if err != nil {
@@ -224,7 +226,7 @@ func (be *Backend) readMembers(members, removed *bolt.Bucket) error {
 	}
 	if removed != nil {
 		err := removed.ForEach(func(k, v []byte) error {
-			id, err := ParseID(string(k))
+			id, err := etcdmedic.ParseID(string(k))
 			if err != nil {
 				return fmt.Errorf("members_removed bucket key %q: %w", k, err)
 			}
@@ -248,7 +250,7 @@ func (be *Backend) readAlarms(b *bolt.Bucket) error {
 		if err := proto.Unmarshal(k, &am); err != nil {
 			return fmt.Errorf("alarm bucket key does not decode: %w", err)
 		}
-		be.Alarms = append(be.Alarms, Alarm{MemberID: ID(am.GetMemberID()), Alarm: am.GetAlarm().String()})
+		be.Alarms = append(be.Alarms, Alarm{MemberID: etcdmedic.ID(am.GetMemberID()), Alarm: am.GetAlarm().String()})
 		return nil
 	})
 }

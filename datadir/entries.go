@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -14,10 +16,10 @@ import (
 
 // MembershipChange is one membership-changing raft entry found in the WAL.
 type MembershipChange struct {
-	Index  uint64 `json:"index"`
-	Term   uint64 `json:"term"`
-	Kind   string `json:"kind"` // add, add-learner, promote, remove, update-peer-urls, set-attributes
-	Member Member `json:"member"`
+	Index  uint64           `json:"index"`
+	Term   uint64           `json:"term"`
+	Kind   string           `json:"kind"` // add, add-learner, promote, remove, update-peer-urls, set-attributes
+	Member etcdmedic.Member `json:"member"`
 }
 
 // Change kinds, as an operator would name them.
@@ -47,7 +49,7 @@ func decodeConfChange(index, term uint64, data []byte) (*MembershipChange, error
 	if err := proto.Unmarshal(data, &cc); err != nil {
 		return nil, fmt.Errorf("entry %d: ConfChange does not decode: %w", index, err)
 	}
-	ch := &MembershipChange{Index: index, Term: term, Member: Member{ID: ID(cc.GetNodeId())}}
+	ch := &MembershipChange{Index: index, Term: term, Member: etcdmedic.Member{ID: etcdmedic.ID(cc.GetNodeId())}}
 	var ctx confChangeContext
 	if len(cc.Context) > 0 && cc.GetType() != raftpb.ConfChangeRemoveNode {
 		if err := json.Unmarshal(cc.Context, &ctx); err != nil {
@@ -111,8 +113,8 @@ func decodeAttributeChange(index, term uint64, data []byte) (*MembershipChange, 
 		if err := proto.Unmarshal(attrSet, &req); err != nil {
 			return nil, fmt.Errorf("entry %d: ClusterMemberAttrSet does not decode: %w", index, err)
 		}
-		return &MembershipChange{Index: index, Term: term, Kind: ChangeSetAttributes, Member: Member{
-			ID: ID(req.GetMember_ID()), Name: req.GetMemberAttributes().GetName(), ClientURLs: req.GetMemberAttributes().GetClientUrls(),
+		return &MembershipChange{Index: index, Term: term, Kind: ChangeSetAttributes, Member: etcdmedic.Member{
+			ID: etcdmedic.ID(req.GetMember_ID()), Name: req.GetMemberAttributes().GetName(), ClientURLs: req.GetMemberAttributes().GetClientUrls(),
 		}}, nil
 	}
 	// Members older than 3.5 wrote bare v2 requests; v3.5 wraps them in InternalRaftRequest.V2.
@@ -153,7 +155,7 @@ func decodeV2AttributePut(index, term uint64, data []byte) *MembershipChange {
 	if !ok {
 		return nil
 	}
-	id, err := ParseID(idHex)
+	id, err := etcdmedic.ParseID(idHex)
 	if err != nil {
 		return nil
 	}
@@ -161,7 +163,7 @@ func decodeV2AttributePut(index, term uint64, data []byte) *MembershipChange {
 	if json.Unmarshal([]byte(val), &attrs) != nil {
 		return nil
 	}
-	return &MembershipChange{Index: index, Term: term, Kind: ChangeSetAttributes, Member: Member{ID: id, Name: attrs.Name, ClientURLs: attrs.ClientURLs}}
+	return &MembershipChange{Index: index, Term: term, Kind: ChangeSetAttributes, Member: etcdmedic.Member{ID: id, Name: attrs.Name, ClientURLs: attrs.ClientURLs}}
 }
 
 // scanFields walks the top-level fields of a protobuf message without decoding nested ones.

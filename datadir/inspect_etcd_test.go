@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/etcdmedic/etcdmedic"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -247,11 +248,11 @@ func checkAgainstLive(t *testing.T, r *datadir.Report, m *etcdtest.Member, live 
 		t.Errorf("%s: v2 has %d members, v3 %d, live %d", m.Name, len(ms.V2), len(ms.V3), len(live.members))
 	}
 	for liveID, lm := range live.members {
-		v2 := datadir.Find(ms.V2, datadir.ID(liveID))
+		v2 := etcdmedic.Find(ms.V2, etcdmedic.ID(liveID))
 		if v2 == nil || v2.Name != lm.name || !slices.Equal(v2.PeerURLs, lm.peerURLs) || v2.IsLearner != lm.isLearner {
 			t.Errorf("%s: v2 record of %x = %+v, live %+v", m.Name, liveID, v2, lm)
 		}
-		if datadir.Find(ms.V3, datadir.ID(liveID)) == nil {
+		if etcdmedic.Find(ms.V3, etcdmedic.ID(liveID)) == nil {
 			t.Errorf("%s: v3 backend has no record of %x", m.Name, liveID)
 		}
 	}

@@ -3,29 +3,22 @@ package datadir
 import (
 	"slices"
 	"sort"
-)
 
-// Member is one member record, in either membership store.
-type Member struct {
-	ID         ID       `json:"id"`
-	Name       string   `json:"name"`
-	PeerURLs   []string `json:"peerURLs"`
-	ClientURLs []string `json:"clientURLs"`
-	IsLearner  bool     `json:"isLearner"`
-}
+	"github.com/etcdmedic/etcdmedic"
+)
 
 // Membership is the member's view of the cluster, from both of etcd's stores.
 type Membership struct {
 	// V2 is the v2 store (newest .snap plus committed WAL entries after it): what etcd v3.5
 	// serves in `member list`. Null when it could not be rebuilt.
-	V2 []Member `json:"v2"`
+	V2 []etcdmedic.Member `json:"v2"`
 	// V2Removed lists member IDs the v2 store marks removed.
-	V2Removed []ID `json:"v2Removed"`
+	V2Removed []etcdmedic.ID `json:"v2Removed"`
 	// V3 is the bbolt `members` bucket: authoritative from etcd v3.6 on. Null when the db
 	// could not be read.
-	V3 []Member `json:"v3"`
+	V3 []etcdmedic.Member `json:"v3"`
 	// V3Removed is the bbolt `members_removed` bucket.
-	V3Removed []ID `json:"v3Removed"`
+	V3Removed []etcdmedic.ID `json:"v3Removed"`
 	// RaftConfState is the voters and learners raft itself has (backend meta/confState).
 	RaftConfState *ConfState `json:"raftConfState,omitempty"`
 	// V2CustomKeys counts keys written through the v2 API: etcd v3.6 refuses to start with any.
@@ -49,7 +42,7 @@ func (m *v2Membership) replay(changes []MembershipChange, after, commit uint64) 
 			if existing == nil && !m.Removed[id] {
 				// The v2 store keeps only raftAttributes at add time; the name and client URLs
 				// arrive when the member publishes them.
-				m.Members[id] = &Member{ID: id, PeerURLs: c.Member.PeerURLs, IsLearner: c.Kind == ChangeAddLearner}
+				m.Members[id] = &etcdmedic.Member{ID: id, PeerURLs: c.Member.PeerURLs, IsLearner: c.Kind == ChangeAddLearner}
 			}
 		case ChangePromote:
 			if existing != nil {
@@ -72,8 +65,8 @@ func (m *v2Membership) replay(changes []MembershipChange, after, commit uint64) 
 	}
 }
 
-func (m *v2Membership) sortedMembers() []Member {
-	out := make([]Member, 0, len(m.Members))
+func (m *v2Membership) sortedMembers() []etcdmedic.Member {
+	out := make([]etcdmedic.Member, 0, len(m.Members))
 	for _, mem := range m.Members {
 		out = append(out, *mem)
 	}
@@ -81,8 +74,8 @@ func (m *v2Membership) sortedMembers() []Member {
 	return out
 }
 
-func sortedIDs(set map[ID]bool) []ID {
-	out := make([]ID, 0, len(set))
+func sortedIDs(set map[etcdmedic.ID]bool) []etcdmedic.ID {
+	out := make([]etcdmedic.ID, 0, len(set))
 	for id := range set {
 		out = append(out, id)
 	}
@@ -90,24 +83,14 @@ func sortedIDs(set map[ID]bool) []ID {
 	return out
 }
 
-func sortMembers(ms []Member) {
+func sortMembers(ms []etcdmedic.Member) {
 	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
-}
-
-// Find returns the member with id from a list, or nil.
-func Find(ms []Member, id ID) *Member {
-	for i := range ms {
-		if ms[i].ID == id {
-			return &ms[i]
-		}
-	}
-	return nil
 }
 
 // Drift is one way the membership stores disagree about one member.
 type Drift struct {
-	MemberID ID     `json:"memberID"`
-	Name     string `json:"name"`
+	MemberID etcdmedic.ID `json:"memberID"`
+	Name     string       `json:"name"`
 	// Field is what differs: "presence", "isLearner", "name", "peerURLs", "clientURLs".
 	Field string `json:"field"`
 	V2    string `json:"v2"`
@@ -121,7 +104,7 @@ func (ms *Membership) Drifts() []Drift {
 	if ms.V3 == nil {
 		return nil // nothing to compare against: the db is unreadable (reported on its own)
 	}
-	ids := map[ID]bool{}
+	ids := map[etcdmedic.ID]bool{}
 	for _, m := range ms.V2 {
 		ids[m.ID] = true
 	}
@@ -129,7 +112,7 @@ func (ms *Membership) Drifts() []Drift {
 		ids[m.ID] = true
 	}
 	for _, id := range sortedIDs(ids) {
-		v2, v3 := Find(ms.V2, id), Find(ms.V3, id)
+		v2, v3 := etcdmedic.Find(ms.V2, id), etcdmedic.Find(ms.V3, id)
 		name := ""
 		if v2 != nil && v2.Name != "" {
 			name = v2.Name
@@ -176,7 +159,7 @@ func (ms *Membership) Drifts() []Drift {
 }
 
 // raftRole is "voter", "learner" or "" (not in raft's configuration, or unknown).
-func (ms *Membership) raftRole(id ID) string {
+func (ms *Membership) raftRole(id etcdmedic.ID) string {
 	if ms.RaftConfState == nil {
 		return ""
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/etcdmedic/etcdmedic"
 )
 
 // Kinds of data dir.
@@ -58,10 +60,10 @@ type LiveCopy struct {
 
 // Identity says which member of which cluster this data dir belongs to.
 type Identity struct {
-	ClusterID ID       `json:"clusterID"`
-	MemberID  ID       `json:"memberID"`
-	Name      string   `json:"name"`
-	PeerURLs  []string `json:"peerURLs"`
+	ClusterID etcdmedic.ID `json:"clusterID"`
+	MemberID  etcdmedic.ID `json:"memberID"`
+	Name      string       `json:"name"`
+	PeerURLs  []string     `json:"peerURLs"`
 	// InMembership is false when the member is not in its own membership (removed, or the
 	// data dir is from before it was added).
 	InMembership bool `json:"inMembership"`
@@ -211,8 +213,8 @@ func Inspect(path string, opts Options) (*Report, error) {
 func (r *Report) fillIdentity() {
 	id := r.Identity.MemberID
 	ms := r.Membership
-	v2, v3 := Find(ms.V2, id), Find(ms.V3, id)
-	for _, m := range []*Member{v3, v2} {
+	v2, v3 := etcdmedic.Find(ms.V2, id), etcdmedic.Find(ms.V3, id)
+	for _, m := range []*etcdmedic.Member{v3, v2} {
 		if m == nil {
 			continue
 		}
@@ -239,7 +241,7 @@ func (r *Report) fillIdentity() {
 	}
 	// Only a store that could be read can say the member is absent.
 	r.Identity.InMembership = v2 != nil || v3 != nil || (ms.V2 == nil && ms.V3 == nil)
-	for _, list := range [][]ID{ms.V2Removed, ms.V3Removed} {
+	for _, list := range [][]etcdmedic.ID{ms.V2Removed, ms.V3Removed} {
 		for _, rid := range list {
 			if rid == id {
 				r.Identity.RemovedMarked = true
@@ -372,10 +374,10 @@ func (r *Report) inspectDBFile(path string, opts Options) error {
 	sortMembers(be.Members)
 	r.Membership = &Membership{V3: be.Members, V3Removed: be.RemovedMembers, RaftConfState: be.ConfState, Changes: []MembershipChange{}}
 	if r.Membership.V3 == nil {
-		r.Membership.V3 = []Member{}
+		r.Membership.V3 = []etcdmedic.Member{}
 	}
 	if r.Membership.V3Removed == nil {
-		r.Membership.V3Removed = []ID{}
+		r.Membership.V3Removed = []etcdmedic.ID{}
 	}
 	return nil
 }

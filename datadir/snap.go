@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"google.golang.org/protobuf/proto"
 
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap/snappb"
@@ -161,8 +163,8 @@ type v2Attributes struct {
 // v2Membership is membership as etcd's v2 store holds it: authoritative on v3.5, kept in
 // sync by v3.6, not loaded by v3.7.
 type v2Membership struct {
-	Members        map[ID]*Member
-	Removed        map[ID]bool
+	Members        map[etcdmedic.ID]*etcdmedic.Member
+	Removed        map[etcdmedic.ID]bool
 	ClusterVersion string
 	// CustomKeys counts v2 keys outside etcd's own /0 (membership) tree: v3.6 refuses to start
 	// with them.
@@ -170,7 +172,7 @@ type v2Membership struct {
 }
 
 func newV2Membership() *v2Membership {
-	return &v2Membership{Members: map[ID]*Member{}, Removed: map[ID]bool{}}
+	return &v2Membership{Members: map[etcdmedic.ID]*etcdmedic.Member{}, Removed: map[etcdmedic.ID]bool{}}
 }
 
 // parseV2Store reads membership out of a v2 store snapshot (the Data of a raft snapshot).
@@ -196,11 +198,11 @@ func parseV2Store(data []byte) (*v2Membership, error) {
 				if node == nil {
 					continue
 				}
-				id, err := ParseID(name)
+				id, err := etcdmedic.ParseID(name)
 				if err != nil {
 					return nil, fmt.Errorf("v2 store member key %q: %w", name, err)
 				}
-				mem := &Member{ID: id}
+				mem := &etcdmedic.Member{ID: id}
 				if ra := node.Children["raftAttributes"]; ra != nil {
 					var v v2RaftAttributes
 					if err := json.Unmarshal([]byte(ra.Value), &v); err != nil {
@@ -220,7 +222,7 @@ func parseV2Store(data []byte) (*v2Membership, error) {
 		}
 		if removed := cluster.Children["removed_members"]; removed != nil {
 			for name := range removed.Children {
-				if id, err := ParseID(name); err == nil {
+				if id, err := etcdmedic.ParseID(name); err == nil {
 					m.Removed[id] = true
 				}
 			}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"google.golang.org/protobuf/proto"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -13,24 +15,24 @@ import (
 
 // HardState is raft's persisted term, vote and commit index.
 type HardState struct {
-	Term   uint64 `json:"term"`
-	Vote   ID     `json:"vote"`
-	Commit uint64 `json:"commit"`
+	Term   uint64       `json:"term"`
+	Vote   etcdmedic.ID `json:"vote"`
+	Commit uint64       `json:"commit"`
 }
 
 // ConfState is raft's view of who votes and who learns.
 type ConfState struct {
-	Voters   []ID `json:"voters"`
-	Learners []ID `json:"learners"`
+	Voters   []etcdmedic.ID `json:"voters"`
+	Learners []etcdmedic.ID `json:"learners"`
 }
 
 func confStateFrom(cs *raftpb.ConfState) ConfState {
-	out := ConfState{Voters: []ID{}, Learners: []ID{}}
+	out := ConfState{Voters: []etcdmedic.ID{}, Learners: []etcdmedic.ID{}}
 	for _, v := range cs.GetVoters() {
-		out.Voters = append(out.Voters, ID(v))
+		out.Voters = append(out.Voters, etcdmedic.ID(v))
 	}
 	for _, l := range cs.GetLearners() {
-		out.Learners = append(out.Learners, ID(l))
+		out.Learners = append(out.Learners, etcdmedic.ID(l))
 	}
 	return out
 }
@@ -43,7 +45,7 @@ type SnapshotMarker struct {
 
 // walState is everything read from member/wal.
 type walState struct {
-	ClusterID, MemberID ID
+	ClusterID, MemberID etcdmedic.ID
 	HardState           HardState
 	Segments            []WALSegment
 	FirstSegment        int // the segment reading started at (the newest snapshot's)
@@ -123,7 +125,7 @@ func readWALFrom(dir string, segs []WALSegment, from int, full bool) (*walState,
 			if err := proto.Unmarshal(rec.Data, &md); err != nil {
 				return fmt.Errorf("WAL metadata record does not decode: %w", err)
 			}
-			cid, mid := ID(md.GetClusterID()), ID(md.GetNodeID())
+			cid, mid := etcdmedic.ID(md.GetClusterID()), etcdmedic.ID(md.GetNodeID())
 			if haveMeta && (cid != st.ClusterID || mid != st.MemberID) {
 				return fmt.Errorf("WAL segments disagree on identity: cluster %s member %s, then cluster %s member %s", st.ClusterID, st.MemberID, cid, mid)
 			}
@@ -134,7 +136,7 @@ func readWALFrom(dir string, segs []WALSegment, from int, full bool) (*walState,
 				return fmt.Errorf("WAL HardState record does not decode: %w", err)
 			}
 			if hs.GetTerm() != 0 || hs.GetVote() != 0 || hs.GetCommit() != 0 {
-				st.HardState = HardState{Term: hs.GetTerm(), Vote: ID(hs.GetVote()), Commit: hs.GetCommit()}
+				st.HardState = HardState{Term: hs.GetTerm(), Vote: etcdmedic.ID(hs.GetVote()), Commit: hs.GetCommit()}
 			}
 		case recordSnapshot:
 			var s walpb.Snapshot

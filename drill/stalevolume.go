@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -56,7 +58,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 	}
 	for _, m := range list.Members {
 		if m.Name == "m3" {
-			if err := member.Remove(ctx, cli, fmt.Sprintf("%x", m.ID)); err != nil {
+			if err := member.Remove(ctx, cli, etcdmedic.ID(m.ID)); err != nil {
 				return err
 			}
 		}
@@ -96,7 +98,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	view := cluster.Diagnose(ctx, conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	view := cluster.Observe(ctx, conn)
 	verdict := guard.Classify(rep, view, guard.Expect{Name: "m3", PeerURLs: spec.PeerURLs})
 	r.say("etcdmedic guard: %s: %s", verdict.Class, verdict.Reason)
 	q, err := guard.Quarantine(volume, rep, verdict, time.Now())

@@ -2,8 +2,12 @@ package finding
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/etcdmedic/etcdmedic"
 
 	"github.com/dustin/go-humanize"
 
@@ -81,13 +85,6 @@ func ctl(rules ClusterRules, args string) string {
 	return "etcdctl --endpoints=" + rules.Endpoints + " " + args
 }
 
-func memberLabel(m cluster.MemberView) string {
-	if m.Name == "" {
-		return m.ID
-	}
-	return m.Name + " (" + m.ID + ")"
-}
-
 func upDown(v *cluster.View) []Evidence {
 	var ev []Evidence
 	for _, m := range v.Members {
@@ -105,7 +102,7 @@ func upDown(v *cluster.View) []Evidence {
 		if m.IsLearner {
 			role = "learner"
 		}
-		ev = append(ev, Evidence{memberLabel(m), role + ", " + state})
+		ev = append(ev, Evidence{m.Label(), role + ", " + state})
 	}
 	return ev
 }
@@ -116,7 +113,7 @@ func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 	switch {
 	case q.Lost():
 		return []Finding{{
-			ID: IDQuorumLost, Severity: Critical, Subject: "cluster " + v.ClusterID,
+			ID: IDQuorumLost, Severity: Critical, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("Quorum is lost: %d of %d voters are up, %d are needed", q.VotersUp, q.Voters, q.Needed),
 			Evidence: ev,
 			Why:      "Without quorum the cluster accepts no writes and serves no linearizable reads: Kubernetes API servers stop working. Removing or re-adding members now cannot succeed and can destroy the data that is left (incident 2).",
@@ -124,7 +121,7 @@ func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 		}}
 	case q.Tolerance == 0 && q.VotersUp < q.Voters:
 		return []Finding{{
-			ID: IDQuorumAtRisk, Severity: Critical, Subject: "cluster " + v.ClusterID,
+			ID: IDQuorumAtRisk, Severity: Critical, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("Quorum is at risk: %d of %d voters are up, one more failure loses it", q.VotersUp, q.Voters),
 			Evidence: ev,
 			Why:      "The cluster works now, but one more voter down stops all writes.",
@@ -132,7 +129,7 @@ func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 		}}
 	case q.Tolerance == 0 && q.Voters > 0:
 		return []Finding{{
-			ID: IDNoFaultTolerance, Severity: Info, Subject: "cluster " + v.ClusterID,
+			ID: IDNoFaultTolerance, Severity: Info, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("The cluster has %d voter(s): it tolerates no failure", q.Voters),
 			Evidence: ev,
 			Why:      "With 1 or 2 voters, losing one member loses quorum.",
@@ -153,23 +150,19 @@ func leaderFindings(v *cluster.View) []Finding {
 		return nil
 	}
 	var ev []Evidence
-	ids := make([]string, 0, len(v.Leaders))
-	for id := range v.Leaders {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+	ids := slices.Sorted(maps.Keys(v.Leaders))
 	for _, id := range ids {
-		ev = append(ev, Evidence{"leader " + id + " according to", strings.Join(v.Leaders[id], ",")})
+		ev = append(ev, Evidence{"leader " + id.String() + " according to", strings.Join(v.Leaders[id], ",")})
 	}
 	if len(v.Leaders) == 0 {
 		var errs []Evidence
 		for _, m := range v.Members {
 			if m.Up() && len(m.Probe.Status.Errors) > 0 {
-				errs = append(errs, Evidence{memberLabel(m) + " errors", strings.Join(m.Probe.Status.Errors, "; ")})
+				errs = append(errs, Evidence{m.Label() + " errors", strings.Join(m.Probe.Status.Errors, "; ")})
 			}
 		}
 		return []Finding{{
-			ID: IDNoLeader, Severity: Critical, Subject: "cluster " + v.ClusterID,
+			ID: IDNoLeader, Severity: Critical, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("No member that answered knows a leader (%d answered)", up),
 			Evidence: errs,
 			Why:      "Without a leader nothing is committed: no writes, no linearizable reads.",
@@ -181,20 +174,20 @@ func leaderFindings(v *cluster.View) []Finding {
 		// The others agree on a leader; a member that answers but names none, or cannot do a
 		// linearizable read, is cut off from its peers.
 		for _, m := range v.Members {
-			if !m.Up() || (m.Probe.Status.Leader != "0" && m.Probe.Healthy) {
+			if !m.Up() || (m.Probe.Status.Leader != etcdmedic.NoID && m.Probe.Healthy) {
 				continue
 			}
-			ev := []Evidence{{memberLabel(m) + " names leader", m.Probe.Status.Leader}}
+			ev := []Evidence{{m.Label() + " names leader", m.Probe.Status.Leader.String()}}
 			if len(m.Probe.Status.Errors) > 0 {
-				ev = append(ev, Evidence{memberLabel(m) + " errors", strings.Join(m.Probe.Status.Errors, "; ")})
+				ev = append(ev, Evidence{m.Label() + " errors", strings.Join(m.Probe.Status.Errors, "; ")})
 			}
 			if m.Probe.HealthErr != "" {
-				ev = append(ev, Evidence{memberLabel(m) + " linearizable read", m.Probe.HealthErr})
+				ev = append(ev, Evidence{m.Label() + " linearizable read", m.Probe.HealthErr})
 			}
 			out = append(out, Finding{
-				ID: IDMemberCutOff, Severity: Warning, Subject: memberLabel(m),
-				Summary:  fmt.Sprintf("Member %s answers clients but is cut off from the leader", memberLabel(m)),
-				Evidence: append(ev, Evidence{"leader according to the others", v.Leader()}),
+				ID: IDMemberCutOff, Severity: Warning, Subject: m.Label(),
+				Summary:  fmt.Sprintf("Member %s answers clients but is cut off from the leader", m.Label()),
+				Evidence: append(ev, Evidence{"leader according to the others", v.Leader().String()}),
 				Why:      "It serves only stale serializable reads, and as a voter it does not count toward quorum while cut off.",
 				Remedy:   fmt.Sprintf("Check the peer network between it and the others (its peer URLs %s, firewalls, DNS) and its log for \"lost leader\" or \"prober detected unhealthy status\".", strings.Join(m.PeerURLs, ",")),
 			})
@@ -202,7 +195,7 @@ func leaderFindings(v *cluster.View) []Finding {
 	}
 	if len(v.Leaders) > 1 {
 		out = append(out, Finding{
-			ID: IDLeadersDisagree, Severity: Warning, Subject: "cluster " + v.ClusterID,
+			ID: IDLeadersDisagree, Severity: Warning, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("Members disagree on the leader: %d different leaders reported", len(v.Leaders)),
 			Evidence: ev,
 			Why:      "Right after an election this settles within a heartbeat; if it persists, some members are cut off from the others.",
@@ -220,7 +213,7 @@ func strangerFindings(v *cluster.View, rules ClusterRules) []Finding {
 			out = append(out, Finding{
 				ID: IDClusterIDMismatch, Severity: Critical, Subject: p.Endpoint,
 				Summary:  fmt.Sprintf("%s belongs to another cluster (%s, not %s)", p.Endpoint, st.ClusterID, v.ClusterID),
-				Evidence: []Evidence{{"cluster ID of " + p.Endpoint, st.ClusterID}, {"cluster ID of the others", v.ClusterID}, {"member ID", st.MemberID}},
+				Evidence: []Evidence{{"cluster ID of " + p.Endpoint, st.ClusterID.String()}, {"cluster ID of the others", v.ClusterID.String()}, {"member ID", st.MemberID.String()}},
 				Why:      "An endpoint of another cluster in the same list splits clients between two datasets; a member restarted on an old or foreign data dir runs under that data's cluster ID and never joins (incident 1).",
 				Remedy:   fmt.Sprintf("Take %s out of the endpoint list, or, if it should be a member of %s: stop it, move its data dir aside (never delete it; `etcdmedic inspect` it), and add it back as a new member (%s).", p.Endpoint, v.ClusterID, ctl(rules, "member add <NAME> --learner --peer-urls=<URL>")),
 			})
@@ -229,7 +222,7 @@ func strangerFindings(v *cluster.View, rules ClusterRules) []Finding {
 		out = append(out, Finding{
 			ID: IDEndpointNotMember, Severity: Warning, Subject: p.Endpoint,
 			Summary:  fmt.Sprintf("%s answers as member %s, which is not in the cluster's membership", p.Endpoint, st.MemberID),
-			Evidence: []Evidence{{"member ID of " + p.Endpoint, st.MemberID}, {"members", viewMemberIDs(v)}},
+			Evidence: []Evidence{{"member ID of " + p.Endpoint, st.MemberID.String()}, {"members", viewMemberIDs(v)}},
 			Why:      "A member that was removed keeps running on its old data until stopped: clients and load balancers that still use it get errors or stale answers (pd-2 of incident 1).",
 			Remedy:   fmt.Sprintf("Stop the process behind %s and move its data dir aside (never delete it). If it should be a member again, add it back as a new member with an empty data dir: %s, then start it with --initial-cluster-state=existing.", p.Endpoint, ctl(rules, "member add <NAME> --learner --peer-urls=<URL>")),
 		})
@@ -249,7 +242,7 @@ func strangerFindings(v *cluster.View, rules ClusterRules) []Finding {
 func viewMemberIDs(v *cluster.View) string {
 	var ids []string
 	for _, m := range v.Members {
-		ids = append(ids, m.ID)
+		ids = append(ids, m.ID.String())
 	}
 	return strings.Join(ids, ",")
 }
@@ -261,11 +254,11 @@ func memberFindings(v *cluster.View, rules ClusterRules) []Finding {
 		switch {
 		case !m.Started():
 			out = append(out, Finding{
-				ID: IDMemberUnstarted, Severity: Warning, Subject: memberLabel(m),
+				ID: IDMemberUnstarted, Severity: Warning, Subject: m.Label(),
 				Summary:  fmt.Sprintf("Member %s is in the membership but never started (no name or client URLs)", m.ID),
 				Evidence: []Evidence{{"member list", fmt.Sprintf("id=%s name=%q peerURLs=%s clientURLs=%s learner=%v", m.ID, m.Name, strings.Join(m.PeerURLs, ","), strings.Join(m.ClientURLs, ","), m.IsLearner)}},
 				Why:      "A member that was added but whose process never joined still counts as a voter: it weakens quorum, and it blocks further member adds (incident 1's \"pd-4\").",
-				Remedy:   fmt.Sprintf("Start the member it was added for (empty data dir, --initial-cluster-state=existing, peer URL %s), or remove the entry: %s", strings.Join(m.PeerURLs, ","), ctl(rules, "member remove "+m.ID)),
+				Remedy:   fmt.Sprintf("Start the member it was added for (empty data dir, --initial-cluster-state=existing, peer URL %s), or remove the entry: %s", strings.Join(m.PeerURLs, ","), ctl(rules, "member remove "+m.ID.String())),
 			})
 		case !m.Up():
 			errText := "no endpoint answered"
@@ -273,8 +266,8 @@ func memberFindings(v *cluster.View, rules ClusterRules) []Finding {
 				errText = m.Probe.Error
 			}
 			out = append(out, Finding{
-				ID: IDMemberUnreachable, Severity: Warning, Subject: memberLabel(m),
-				Summary:  fmt.Sprintf("Member %s does not answer on %s", memberLabel(m), strings.Join(m.ClientURLs, ",")),
+				ID: IDMemberUnreachable, Severity: Warning, Subject: m.Label(),
+				Summary:  fmt.Sprintf("Member %s does not answer on %s", m.Label(), strings.Join(m.ClientURLs, ",")),
 				Evidence: []Evidence{{"error", errText}},
 				Why:      "A member that is down no longer counts toward quorum.",
 				Remedy:   "Restart etcd on that node with its existing data dir; inspect the data dir offline first if it crashed (`etcdmedic inspect <data-dir>`).",
@@ -287,9 +280,9 @@ func memberFindings(v *cluster.View, rules ClusterRules) []Finding {
 			}
 			if lead > applied && lead-applied > rules.LagEntries {
 				out = append(out, Finding{
-					ID: IDMemberLagging, Severity: Warning, Subject: memberLabel(m),
-					Summary:  fmt.Sprintf("Member %s trails the leader by %d entries", memberLabel(m), lead-applied),
-					Evidence: []Evidence{{"leader raft index", fmt.Sprint(lead)}, {memberLabel(m) + " applied index", fmt.Sprint(applied)}, {"threshold", fmt.Sprint(rules.LagEntries)}},
+					ID: IDMemberLagging, Severity: Warning, Subject: m.Label(),
+					Summary:  fmt.Sprintf("Member %s trails the leader by %d entries", m.Label(), lead-applied),
+					Evidence: []Evidence{{"leader raft index", fmt.Sprint(lead)}, {m.Label() + " applied index", fmt.Sprint(applied)}, {"threshold", fmt.Sprint(rules.LagEntries)}},
 					Why:      "A lagging member serves stale serializable reads and, if it is a voter, weakens quorum in practice.",
 					Remedy:   "Check its disk (fsync latency) and network; a member far behind catches up by snapshot. If it never catches up, replace it (`etcdmedic member replace`).",
 				})
@@ -307,24 +300,24 @@ func learnerFindings(v *cluster.View, rules ClusterRules) []Finding {
 		if !m.IsLearner {
 			continue
 		}
-		learners = append(learners, memberLabel(m))
+		learners = append(learners, m.Label())
 		if !m.Up() || leader == nil || !leader.Up() {
 			continue
 		}
 		lead, applied := leader.Probe.Status.RaftIndex, m.Probe.Status.AppliedIndex
 		if lead <= applied || lead-applied <= rules.LagEntries {
 			out = append(out, Finding{
-				ID: IDLearnerNotPromoted, Severity: Warning, Subject: memberLabel(m),
-				Summary:  fmt.Sprintf("Learner %s has caught up but is still a learner", memberLabel(m)),
+				ID: IDLearnerNotPromoted, Severity: Warning, Subject: m.Label(),
+				Summary:  fmt.Sprintf("Learner %s has caught up but is still a learner", m.Label()),
 				Evidence: []Evidence{{"leader raft index", fmt.Sprint(lead)}, {"learner applied index", fmt.Sprint(applied)}},
 				Why:      "A learner does not vote: until it is promoted the cluster has less fault tolerance than it seems, and etcd allows only --max-learners learners at a time, so the next add fails.",
-				Remedy:   ctl(rules, "member promote "+m.ID),
+				Remedy:   ctl(rules, "member promote "+m.ID.String()),
 			})
 		}
 	}
 	if len(learners) > rules.MaxLearners {
 		out = append(out, Finding{
-			ID: IDTooManyLearners, Severity: Warning, Subject: "cluster " + v.ClusterID,
+			ID: IDTooManyLearners, Severity: Warning, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("%d learners, more than --max-learners=%d", len(learners), rules.MaxLearners),
 			Evidence: []Evidence{{"learners", strings.Join(learners, ", ")}},
 			Why:      "etcd refuses further learners; etcd v3.6 refuses to start on a membership with more learners than allowed (\"too many learner members in cluster\").",
@@ -338,7 +331,7 @@ func versionFindings(v *cluster.View) []Finding {
 	versions := map[string][]string{}
 	for _, m := range v.Members {
 		if m.Up() {
-			versions[m.Probe.Status.Version] = append(versions[m.Probe.Status.Version], memberLabel(m))
+			versions[m.Probe.Status.Version] = append(versions[m.Probe.Status.Version], m.Label())
 		}
 	}
 	if len(versions) < 2 {
@@ -354,7 +347,7 @@ func versionFindings(v *cluster.View) []Finding {
 		ev = append(ev, Evidence{"version " + ver, strings.Join(versions[ver], ", ")})
 	}
 	return []Finding{{
-		ID: IDVersionSkew, Severity: Warning, Subject: "cluster " + v.ClusterID,
+		ID: IDVersionSkew, Severity: Warning, Subject: "cluster " + v.ClusterID.String(),
 		Summary:  fmt.Sprintf("Members run %d different etcd versions: %s", len(vs), strings.Join(vs, ", ")),
 		Evidence: ev,
 		Why:      "Mixed versions are expected only during a rolling upgrade; the cluster runs at the lowest version's feature level, and some moves (v3.5 to v3.6 with stale membership) fail half way (incident 3).",
@@ -370,15 +363,12 @@ func alarmFindings(v *cluster.View, rules ClusterRules) []Finding {
 			continue
 		}
 		for _, a := range m.Probe.Alarms {
-			key := a.MemberID + "/" + a.Alarm
+			key := a.MemberID.String() + "/" + a.Alarm
 			if seen[key] {
 				continue
 			}
 			seen[key] = true
-			member := a.MemberID
-			if mv := v.MemberByID(a.MemberID); mv != nil {
-				member = memberLabel(*mv)
-			}
+			member := v.Label(a.MemberID)
 			switch a.Alarm {
 			case "NOSPACE":
 				out = append(out, Finding{
@@ -419,8 +409,8 @@ func sizeFindings(v *cluster.View, rules ClusterRules) []Finding {
 				sev = Critical
 			}
 			out = append(out, Finding{
-				ID: IDDBNearQuota, Severity: sev, Subject: memberLabel(m),
-				Summary:  fmt.Sprintf("%s's db is %s of its %s quota (%.0f%%)", memberLabel(m), humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(quota)), 100*float64(st.DBSize)/float64(quota)),
+				ID: IDDBNearQuota, Severity: sev, Subject: m.Label(),
+				Summary:  fmt.Sprintf("%s's db is %s of its %s quota (%.0f%%)", m.Label(), humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(quota)), 100*float64(st.DBSize)/float64(quota)),
 				Evidence: []Evidence{{"db size", fmt.Sprint(st.DBSize)}, {"db size in use", fmt.Sprint(st.DBSizeInUse)}, {"quota", fmt.Sprintf("%d (%s)", quota, source)}},
 				Why:      "At the quota etcd raises NOSPACE and refuses every write.",
 				Remedy:   fmt.Sprintf("Compact old revisions and defragment one member at a time (%s), or raise --quota-backend-bytes on every member.", ctl(rules, "defrag --endpoints="+firstURL(m))),
@@ -429,8 +419,8 @@ func sizeFindings(v *cluster.View, rules ClusterRules) []Finding {
 		free := st.DBSize - st.DBSizeInUse
 		if st.DBSizeInUse > 0 && free >= rules.DefragMinBytes && st.DBSize >= 2*st.DBSizeInUse {
 			out = append(out, Finding{
-				ID: IDDefragDue, Severity: Warning, Subject: memberLabel(m),
-				Summary:  fmt.Sprintf("%s's db is %s but only %s is in use: defragmentation is due", memberLabel(m), humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(st.DBSizeInUse))),
+				ID: IDDefragDue, Severity: Warning, Subject: m.Label(),
+				Summary:  fmt.Sprintf("%s's db is %s but only %s is in use: defragmentation is due", m.Label(), humanize.IBytes(uint64(st.DBSize)), humanize.IBytes(uint64(st.DBSizeInUse))),
 				Evidence: []Evidence{{"db size", fmt.Sprint(st.DBSize)}, {"db size in use", fmt.Sprint(st.DBSizeInUse)}},
 				Why:      "Free pages count against the quota and slow snapshots and member catch-up.",
 				Remedy:   fmt.Sprintf("Defragment one member at a time, followers first (it blocks that member while it runs): %s", ctl(rules, "defrag --endpoints="+firstURL(m))),
@@ -458,7 +448,7 @@ func hashFindings(v *cluster.View) []Finding {
 			if byCompact[h.CompactRevision] == nil {
 				byCompact[h.CompactRevision] = map[uint32][]string{}
 			}
-			byCompact[h.CompactRevision][h.Hash] = append(byCompact[h.CompactRevision][h.Hash], memberLabel(m))
+			byCompact[h.CompactRevision][h.Hash] = append(byCompact[h.CompactRevision][h.Hash], m.Label())
 			rev = h.Revision
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/cluster"
 )
 
@@ -12,7 +14,7 @@ import (
 func probe(id, leader string, index uint64, mutate ...func(*cluster.Probe)) *cluster.Probe {
 	p := &cluster.Probe{
 		Endpoint: "http://" + id, Reached: true, Healthy: true,
-		Status: &cluster.Status{ClusterID: "c1", MemberID: id, Leader: leader, RaftTerm: 2, RaftIndex: index, AppliedIndex: index, DBSize: 1 << 20, DBSizeInUse: 1 << 20, Version: "3.6.16"},
+		Status: &cluster.Status{ClusterID: etcdmedic.MustParseID("c1"), MemberID: etcdmedic.MustParseID(id), Leader: etcdmedic.MustParseID(leader), RaftTerm: 2, RaftIndex: index, AppliedIndex: index, DBSize: 1 << 20, DBSizeInUse: 1 << 20, Version: "3.6.16"},
 	}
 	for _, m := range mutate {
 		m(p)
@@ -21,9 +23,9 @@ func probe(id, leader string, index uint64, mutate ...func(*cluster.Probe)) *clu
 }
 
 func withMembers(ps []*cluster.Probe, ids ...string) []*cluster.Probe {
-	var ms []cluster.Member
+	var ms []etcdmedic.Member
 	for _, id := range ids {
-		ms = append(ms, cluster.Member{ID: id, Name: "n" + id, PeerURLs: []string{"http://" + id + ":2380"}, ClientURLs: []string{"http://" + id}})
+		ms = append(ms, etcdmedic.Member{ID: etcdmedic.MustParseID(id), Name: "n" + id, PeerURLs: []string{"http://" + id + ":2380"}, ClientURLs: []string{"http://" + id}})
 	}
 	for _, p := range ps {
 		if p.Reached {
@@ -59,7 +61,7 @@ func TestClusterRules(t *testing.T) {
 		{"lagging at the threshold is fine", withMembers([]*cluster.Probe{probe("a", "a", 2000), probe("b", "a", 1000), probe("c", "a", 2000)}, "a", "b", "c"), ""},
 		{"lagging past it", withMembers([]*cluster.Probe{probe("a", "a", 2001), probe("b", "a", 1000), probe("c", "a", 2001)}, "a", "b", "c"), "warning:member-lagging"},
 		{"corrupt alarm", withMembers([]*cluster.Probe{probe("a", "a", 1, func(p *cluster.Probe) {
-			p.Alarms = []cluster.Alarm{{MemberID: "b", Alarm: "CORRUPT"}}
+			p.Alarms = []cluster.Alarm{{MemberID: etcdmedic.MustParseID("b"), Alarm: "CORRUPT"}}
 		}), probe("b", "a", 1), probe("c", "a", 1)}, "a", "b", "c"), "critical:alarm-corrupt"},
 		{"near quota", withMembers([]*cluster.Probe{probe("a", "a", 1, func(p *cluster.Probe) {
 			p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 850, 850, 1000
@@ -77,7 +79,7 @@ func TestClusterRules(t *testing.T) {
 func TestEveryClusterFindingCarriesEvidenceAndRemedy(t *testing.T) {
 	dead := &cluster.Probe{Endpoint: "http://c", Error: "connection refused"}
 	ps := withMembers([]*cluster.Probe{probe("a", "a", 5000, func(p *cluster.Probe) {
-		p.Alarms = []cluster.Alarm{{MemberID: "a", Alarm: "NOSPACE"}}
+		p.Alarms = []cluster.Alarm{{MemberID: etcdmedic.MustParseID("a"), Alarm: "NOSPACE"}}
 		p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 990<<20, 100<<20, 1000<<20
 	}), probe("b", "b", 10, func(p *cluster.Probe) { p.Status.Version = "3.5.24" }), dead}, "a", "b", "c")
 	fs := judge(ps)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
@@ -174,8 +176,8 @@ func driftFindings(r *datadir.Report) []Finding {
 	if r.Membership == nil {
 		return nil
 	}
-	byMember := map[datadir.ID][]datadir.Drift{}
-	var order []datadir.ID
+	byMember := map[etcdmedic.ID][]datadir.Drift{}
+	var order []etcdmedic.ID
 	for _, d := range r.Membership.Drifts() {
 		if _, ok := byMember[d.MemberID]; !ok {
 			order = append(order, d.MemberID)
@@ -228,7 +230,7 @@ func pdJoinFindings(r *datadir.Report) []Finding {
 		return nil
 	}
 	known := map[string]bool{}
-	for _, ms := range [][]datadir.Member{r.Membership.V2, r.Membership.V3} {
+	for _, ms := range [][]etcdmedic.Member{r.Membership.V2, r.Membership.V3} {
 		for _, m := range ms {
 			if m.Name != "" {
 				known["name:"+m.Name] = true
@@ -257,15 +259,15 @@ func pdJoinFindings(r *datadir.Report) []Finding {
 	return out
 }
 
-func memberIDs(ms []datadir.Member) string {
-	ids := make([]datadir.ID, 0, len(ms))
+func memberIDs(ms []etcdmedic.Member) string {
+	ids := make([]etcdmedic.ID, 0, len(ms))
 	for _, m := range ms {
 		ids = append(ids, m.ID)
 	}
 	return idList(ids)
 }
 
-func idList(ids []datadir.ID) string {
+func idList(ids []etcdmedic.ID) string {
 	if len(ids) == 0 {
 		return "(none)"
 	}
@@ -279,7 +281,7 @@ func idList(ids []datadir.ID) string {
 func memberNames(ms *datadir.Membership) string {
 	seen := map[string]bool{}
 	var names []string
-	for _, list := range [][]datadir.Member{ms.V2, ms.V3} {
+	for _, list := range [][]etcdmedic.Member{ms.V2, ms.V3} {
 		for _, m := range list {
 			if m.Name != "" && !seen[m.Name] {
 				seen[m.Name] = true

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/finding"
@@ -56,7 +58,7 @@ type Verdict struct {
 	Reason   string             `json:"reason"`
 	Evidence []finding.Evidence `json:"evidence"`
 	// LiveMember is the live membership's record of this data dir's member, when there is one.
-	LiveMember *cluster.Member `json:"liveMember,omitempty"`
+	LiveMember *etcdmedic.Member `json:"liveMember,omitempty"`
 }
 
 // Classify compares a data dir (r; nil when the dir does not exist) with the live view.
@@ -64,7 +66,7 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 	reached := v != nil && len(v.Members) > 0
 	if r == nil || r.Kind == datadir.KindEmpty {
 		out := verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
-		if reached && len(want.PeerURLs) > 0 && memberWithURLs(v, want.PeerURLs) == nil {
+		if reached && len(want.PeerURLs) > 0 && v.ByPeerURLs(want.PeerURLs) == nil {
 			out.Safe = false
 			out.Reason = fmt.Sprintf("the data dir is empty, but no member of the live cluster has peer URLs %s yet: add it first (etcdctl member add --learner), or etcd started with --initial-cluster-state=new would bootstrap a separate cluster", strings.Join(want.PeerURLs, ","))
 		}
@@ -104,7 +106,7 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		}
 		return withEvidence(verdict(Unknown, why+": etcdmedic does not guess whether this data is still needed. If quorum is lost, this data dir may hold the most recent data: keep it, and recover quorum first (etcdmedic inspect each stopped member, then etcdmedic recover)."), ev)
 	}
-	ev = append(ev, finding.Evidence{What: "live cluster ID", Value: v.ClusterID}, finding.Evidence{What: "live members", Value: liveMembers(v)})
+	ev = append(ev, finding.Evidence{What: "live cluster ID", Value: v.ClusterID.String()}, finding.Evidence{What: "live members", Value: liveMembers(v)})
 	if r.Kind == datadir.KindNotEtcd {
 		out := verdict(Foreign, "the directory holds files that are not etcd data ("+r.KindReason+")")
 		out.Movable = onlyEtcdNames(r.Path)
@@ -113,10 +115,10 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		}
 		return withEvidence(out, ev)
 	}
-	if r.Identity.ClusterID.String() != v.ClusterID {
+	if r.Identity.ClusterID != v.ClusterID {
 		return withEvidence(verdict(Foreign, fmt.Sprintf("the data belongs to cluster %s, not to the live cluster %s: another cluster, or an older incarnation of this one. A member started on it runs under the old cluster ID and never joins (\"request cluster ID mismatch\")", r.Identity.ClusterID, v.ClusterID)), ev)
 	}
-	live := v.MemberByID(r.Identity.MemberID.String())
+	live := v.MemberByID(r.Identity.MemberID)
 	if live == nil || r.Identity.RemovedMarked {
 		return withEvidence(verdict(Removed, fmt.Sprintf("member %s is no longer in the live membership: it was removed. etcd started on this data exits with \"the member has been permanently removed from the cluster\"", r.Identity.MemberID)), ev)
 	}
@@ -153,20 +155,8 @@ func anyHealthy(v *cluster.View) bool {
 	return false
 }
 
-// memberWithURLs is the live member that has one of urls as a peer URL.
-func memberWithURLs(v *cluster.View, urls []string) *cluster.MemberView {
-	for i, m := range v.Members {
-		for _, u := range m.PeerURLs {
-			if slices.Contains(urls, u) {
-				return &v.Members[i]
-			}
-		}
-	}
-	return nil
-}
-
 // MemberAdded reports whether the live cluster has a member with these peer URLs.
-func MemberAdded(v *cluster.View, peerURLs []string) bool { return memberWithURLs(v, peerURLs) != nil }
+func MemberAdded(v *cluster.View, peerURLs []string) bool { return v.ByPeerURLs(peerURLs) != nil }
 
 // onlyEtcdNames is true when a directory holds nothing but what etcd or PD put in a data dir.
 func onlyEtcdNames(dir string) bool {

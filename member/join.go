@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -44,7 +46,7 @@ type JoinSpec struct {
 
 // Joined says what Join did.
 type Joined struct {
-	MemberID string             `json:"memberID"`
+	MemberID etcdmedic.ID       `json:"memberID"`
 	Start    runtime.MemberSpec `json:"start"`
 	Promoted bool               `json:"promoted"`
 	Steps    []string           `json:"steps"`
@@ -88,7 +90,7 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 		}
 		id, members = resp.Member.ID, resp.Members
 	}
-	out.MemberID = fmt.Sprintf("%x", id)
+	out.MemberID = etcdmedic.ID(id)
 	out.Start = runtime.MemberSpec{
 		Name: spec.Name, DataDir: spec.DataDir, ClientURLs: spec.ClientURLs, PeerURLs: spec.PeerURLs,
 		InitialCluster: initialCluster(members, id, spec.Name), ClusterState: "existing", ExtraFlags: spec.ExtraFlags,

@@ -15,6 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -40,7 +43,7 @@ type Replacer struct {
 type Replaced struct {
 	Plan        []string           `json:"plan"`
 	Backup      *Backup            `json:"backup,omitempty"`
-	RemovedID   string             `json:"removedID,omitempty"`
+	RemovedID   etcdmedic.ID       `json:"removedID,omitempty"`
 	Quarantined *guard.Quarantined `json:"quarantined,omitempty"`
 	Joined      *Joined            `json:"joined,omitempty"`
 	Findings    []finding.Finding  `json:"findingsAfter"`
@@ -58,25 +61,35 @@ type Backup struct {
 // ErrRefused marks a change that the guards refuse: nothing was changed.
 var ErrRefused = errors.New("refused")
 
+// ErrLearnerPending marks a change refused because another learner waits to be promoted
+// (etcd allows one learner at a time); such an error is also ErrRefused.
+var ErrLearnerPending = errors.New("a learner is pending")
+
+// learnerPending is a refusal that errors.Is also matches to ErrLearnerPending.
+type learnerPending struct{ error }
+
+func (e learnerPending) Is(target error) bool { return target == ErrLearnerPending }
+func (e learnerPending) Unwrap() error        { return e.error }
+
 // Replace replaces the member named (or with hex ID) old by spec.
 func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Replaced, error) {
 	out := &Replaced{Findings: []finding.Finding{}}
-	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, r.Conn)
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
-	target := findMember(v, old)
-	var replacing []string
+	target := v.Find(old)
+	var replacing []etcdmedic.ID
 	if target != nil {
-		replacing = []string{target.ID}
+		replacing = []etcdmedic.ID{target.ID}
 	}
 	if err := checkChange(v, spec.PeerURLs, replacing); err != nil {
 		return nil, err
 	}
 	if target == nil {
-		if findByURLs(v, spec.PeerURLs) == nil && !r.DryRun {
+		if v.ByPeerURLs(spec.PeerURLs) == nil && !r.DryRun {
 			r.say("member %s is not in the membership (removed by an earlier run?): going on with the add", old)
-		} else if findByURLs(v, spec.PeerURLs) == nil {
+		} else if v.ByPeerURLs(spec.PeerURLs) == nil {
 			return nil, fmt.Errorf("%w: no member %q in the cluster (members: %s)", ErrRefused, old, memberNames(v))
 		}
 	} else if err := quorumAfterRemoval(v, *target); err != nil {
@@ -89,7 +102,7 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 	}
 	plan := []string{fmt.Sprintf("snapshot the cluster into %s (sha256 checksummed) and verify it", r.BackupDir)}
 	if target != nil {
-		plan = append(plan, fmt.Sprintf("etcdctl member remove %s   # %s, %s", target.ID, label(*target), upOrDown(*target)))
+		plan = append(plan, fmt.Sprintf("etcdctl member remove %s   # %s, %s", target.ID, target.Label(), upOrDown(*target)))
 	}
 	plan = append(plan,
 		fmt.Sprintf("guard %s: quarantine any data in it (moved aside, never deleted)", spec.DataDir),
@@ -111,12 +124,11 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 	}
 	out.Backup = backup
 	if target != nil {
-		r.say("removing %s", label(*target))
-		id, _ := datadir.ParseID(target.ID)
+		r.say("removing %s", target.Label())
 		_, err := retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
-			return r.Client.MemberRemove(ctx, uint64(id))
+			return r.Client.MemberRemove(ctx, uint64(target.ID))
 		})
-		if err != nil && !strings.Contains(err.Error(), "member not found") {
+		if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
 			return out, fmt.Errorf("member remove: %w", err)
 		}
 		out.RemovedID = target.ID
@@ -142,18 +154,9 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 // verify waits (up to 30 s: a promoted member takes a moment to show as a voter everywhere)
 // until doctor finds nothing critical, and returns the last findings.
 func (r *Replacer) verify(ctx context.Context) []finding.Finding {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
-		fs := finding.ForCluster(v, finding.DefaultClusterRules())
-		if fs == nil {
-			fs = []finding.Finding{}
-		}
-		if finding.Worst(fs) != finding.Critical || time.Now().After(deadline) || ctx.Err() != nil {
-			return fs
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	opts := finding.AwaitOptions{Probe: cluster.ProbeOptions{Discover: true}, Timeout: 30 * time.Second}
+	j, _ := finding.Await(ctx, r.Conn, opts, func(j finding.Judged) bool { return !j.Critical() })
+	return j.Findings
 }
 
 func findingIDs(fs []finding.Finding) string {
@@ -250,7 +253,7 @@ func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quar
 	if err != nil {
 		return nil, fmt.Errorf("inspect the new member's data dir: %w", err)
 	}
-	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, r.Conn)
 	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name})
 	switch {
 	case verdict.Class == guard.Empty:
@@ -264,36 +267,14 @@ func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quar
 	return guard.Quarantine(spec.DataDir, rep, verdict, time.Now())
 }
 
-func findMember(v *cluster.View, nameOrID string) *cluster.MemberView {
-	for i, m := range v.Members {
-		if m.Name == nameOrID || m.ID == nameOrID {
-			return &v.Members[i]
-		}
-	}
-	return nil
-}
-
-func findByURLs(v *cluster.View, urls []string) *cluster.MemberView {
-	for i, m := range v.Members {
-		for _, u := range m.PeerURLs {
-			for _, w := range urls {
-				if u == w {
-					return &v.Members[i]
-				}
-			}
-		}
-	}
-	return nil
-}
-
 // pendingLearners are learners other than the member being joined (a rerun finds its own)
 // and the ones being replaced.
-func pendingLearners(v *cluster.View, joiningURLs []string, replacing []string) []string {
+func pendingLearners(v *cluster.View, joiningURLs []string, replacing []etcdmedic.ID) []string {
 	var out []string
-	self := findByURLs(v, joiningURLs)
+	self := v.ByPeerURLs(joiningURLs)
 	for _, m := range v.Members {
 		if m.IsLearner && (self == nil || self.ID != m.ID) && !slices.Contains(replacing, m.ID) {
-			out = append(out, label(m))
+			out = append(out, m.Label())
 		}
 	}
 	return out
@@ -330,7 +311,7 @@ func (r *Replacer) precheckDataDir(ctx context.Context, spec JoinSpec) error {
 	if err != nil {
 		return fmt.Errorf("%w: the new member's data dir: %v", ErrRefused, err)
 	}
-	v := cluster.Diagnose(ctx, r.Conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, r.Conn)
 	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name})
 	if verdict.Class != guard.Empty && (verdict.Safe || !verdict.Movable || verdict.Class == guard.Unknown) {
 		return fmt.Errorf("%w: %s holds %s data (%s): give an empty or stale data dir", ErrRefused, spec.DataDir, verdict.Class, verdict.Reason)
@@ -348,16 +329,9 @@ func quorumAfterRemoval(v *cluster.View, m cluster.MemberView) error {
 		up--
 	}
 	if needed := voters/2 + 1; up < needed {
-		return fmt.Errorf("%w: removing %s (%s) would leave %d of %d voters up, %d are needed: bring a down member back first", ErrRefused, label(m), upOrDown(m), up, voters, needed)
+		return fmt.Errorf("%w: removing %s (%s) would leave %d of %d voters up, %d are needed: bring a down member back first", ErrRefused, m.Label(), upOrDown(m), up, voters, needed)
 	}
 	return nil
-}
-
-func label(m cluster.MemberView) string {
-	if m.Name == "" {
-		return m.ID
-	}
-	return m.Name + " (" + m.ID + ")"
 }
 
 func upOrDown(m cluster.MemberView) string {
@@ -370,7 +344,7 @@ func upOrDown(m cluster.MemberView) string {
 func memberNames(v *cluster.View) string {
 	var names []string
 	for _, m := range v.Members {
-		names = append(names, label(m))
+		names = append(names, m.Label())
 	}
 	return strings.Join(names, ", ")
 }
@@ -380,13 +354,10 @@ func (r *Replacer) GuardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quar
 	return r.guardDataDir(ctx, spec)
 }
 
-// Find returns the member with that name or hex ID.
-func Find(v *cluster.View, nameOrID string) *cluster.MemberView { return findMember(v, nameOrID) }
-
 // CheckChange refuses a membership change without quorum or with another learner pending.
 func CheckChange(v *cluster.View, joining []string) error { return checkChange(v, joining, nil) }
 
-func checkChange(v *cluster.View, joining, replacing []string) error {
+func checkChange(v *cluster.View, joining []string, replacing []etcdmedic.ID) error {
 	switch {
 	case len(v.Members) == 0:
 		return fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
@@ -394,19 +365,19 @@ func checkChange(v *cluster.View, joining, replacing []string) error {
 		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
 	}
 	if p := pendingLearners(v, joining, replacing); len(p) > 0 {
-		return fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(p, ", "))
+		return learnerPending{fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(p, ", "))}
 	}
 	return nil
 }
 
 // CheckRemove finds the member and refuses a removal that would lose quorum.
 func CheckRemove(v *cluster.View, nameOrID string) (*cluster.MemberView, error) {
-	m := findMember(v, nameOrID)
-	var replacing []string
+	m := v.Find(nameOrID)
+	var replacing []etcdmedic.ID
 	if m != nil {
-		replacing = []string{m.ID}
+		replacing = []etcdmedic.ID{m.ID}
 	}
-	if err := checkChange(v, nil, replacing); err != nil && !strings.Contains(err.Error(), "learner") {
+	if err := checkChange(v, nil, replacing); err != nil && !errors.Is(err, ErrLearnerPending) {
 		return nil, err
 	}
 	if m == nil {
@@ -415,13 +386,9 @@ func CheckRemove(v *cluster.View, nameOrID string) (*cluster.MemberView, error) 
 	return m, quorumAfterRemoval(v, *m)
 }
 
-// Remove removes a member by hex ID, retrying etcd's "unhealthy cluster" refusals.
-func Remove(ctx context.Context, cli *clientv3.Client, hexID string) error {
-	id, err := datadir.ParseID(hexID)
-	if err != nil {
-		return err
-	}
-	_, err = retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
+// Remove removes a member by ID, retrying etcd's "unhealthy cluster" refusals.
+func Remove(ctx context.Context, cli *clientv3.Client, id etcdmedic.ID) error {
+	_, err := retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
 		return cli.MemberRemove(ctx, uint64(id))
 	})
 	return err

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -146,7 +148,7 @@ func (a *Applier) checkReality(ctx context.Context) error {
 			}
 			continue // a wiped member
 		}
-		if r.Identity.ClusterID.String() != p.ClusterID {
+		if r.Identity.ClusterID != p.ClusterID {
 			return fmt.Errorf("%w: %s now holds data of cluster %s, the plan is for %s", ErrStale, m.DataDir, r.Identity.ClusterID, p.ClusterID)
 		}
 		if m.Name == p.Survivor && r.Backend != nil {
@@ -532,7 +534,7 @@ func (a *Applier) removeLeftovers(ctx context.Context, survivor PlanMember) erro
 			continue
 		}
 		a.say("removing leftover member %s (%x, learner %v)", m.Name, m.ID, m.IsLearner)
-		if err := member.Remove(ctx, cli, fmt.Sprintf("%x", m.ID)); err != nil {
+		if err := member.Remove(ctx, cli, etcdmedic.ID(m.ID)); err != nil {
 			return err
 		}
 	}
@@ -673,28 +675,25 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 // verify waits until doctor is clean, then checks that every member hashes the same data at
 // one revision, and that no revision the survivor had is missing.
 func (a *Applier) verify(ctx context.Context, rep *Report) error {
-	deadline := time.Now().Add(a.Timeout)
-	var v *cluster.View
 	said := ""
-	for {
-		v = cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, true, time.Now)
-		rep.Findings = finding.ForCluster(v, finding.DefaultClusterRules())
-		if rep.Findings == nil {
-			rep.Findings = []finding.Finding{}
-		}
-		allUp := v.Quorum.VotersUp == len(a.Plan.Members) && v.Quorum.Voters == len(a.Plan.Members)
-		if finding.Worst(rep.Findings) != finding.Critical && allUp && hashesAgree(v) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: %d of %d voters up, findings %v", a.Timeout, v.Quorum.VotersUp, len(a.Plan.Members), ids(rep.Findings))
-		}
-		why := fmt.Sprintf("%d of %d voters up, hashes agree: %v, findings %v", v.Quorum.VotersUp, len(a.Plan.Members), hashesAgree(v), ids(rep.Findings))
-		if why != said {
+	notYet := func(j finding.Judged) {
+		if why := fmt.Sprintf("%d of %d voters up, hashes agree: %v, findings %v", j.View.Quorum.VotersUp, len(a.Plan.Members), hashesAgree(j.View), ids(j.Findings)); why != said {
 			a.say("not yet: %s", why)
 			said = why
 		}
-		time.Sleep(500 * time.Millisecond)
+	}
+	opts := finding.AwaitOptions{Probe: cluster.ProbeOptions{Discover: true, CheckHash: true}, Timeout: a.Timeout, Between: notYet}
+	j, err := finding.Await(ctx, a.conn(), opts, func(j finding.Judged) bool {
+		q := j.View.Quorum
+		return !j.Critical() && q.VotersUp == len(a.Plan.Members) && q.Voters == len(a.Plan.Members) && hashesAgree(j.View)
+	})
+	v := j.View
+	rep.Findings = j.Findings
+	if errors.Is(err, finding.ErrNotSettled) {
+		return fmt.Errorf("after %s: %d of %d voters up, findings %v", a.Timeout, v.Quorum.VotersUp, len(a.Plan.Members), ids(rep.Findings))
+	}
+	if err != nil {
+		return err
 	}
 	for _, m := range v.Members {
 		if m.Up() {

@@ -10,8 +10,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/cluster"
-	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
@@ -26,13 +27,13 @@ type MemberInput struct {
 
 // Assessment is what plan found.
 type Assessment struct {
-	ClusterID   string       `json:"clusterID"`
-	Candidates  []Candidate  `json:"candidates"`
-	Survivor    string       `json:"survivor"`
-	Override    bool         `json:"override"`
-	Warnings    []string     `json:"warnings"`
-	Quorum      string       `json:"quorum"`
-	QuorumCheck *QuorumCheck `json:"quorumCheck,omitempty"`
+	ClusterID   etcdmedic.ClusterID `json:"clusterID"`
+	Candidates  []Candidate         `json:"candidates"`
+	Survivor    string              `json:"survivor"`
+	Override    bool                `json:"override"`
+	Warnings    []string            `json:"warnings"`
+	Quorum      string              `json:"quorum"`
+	QuorumCheck *QuorumCheck        `json:"quorumCheck,omitempty"`
 	// SurvivorBackup is the survivor's verified backup, taken by plan while it watched the
 	// members it stopped ("" when it took none).
 	SurvivorBackup string `json:"survivorBackup,omitempty"`
@@ -150,29 +151,22 @@ func (a *Assessment) quorumTargets(down map[string]bool) []quorumTarget {
 		c := &a.Candidates[i]
 		fillURLs(c, ref)
 		voter := true
-		if ref != nil && (c.MemberID != "" || c.Wiped) {
+		if ref != nil && (c.MemberID != etcdmedic.NoID || c.Wiped) {
 			voter = standing(*c, *ref) == StandingVoter
 		}
 		out = append(out, quorumTarget{Name: c.Name, ID: c.MemberID, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, PeerURLs: c.PeerURLs, Voter: voter, Down: down[c.Name]})
-		named[c.Name], named[c.MemberID] = true, true
+		named[c.Name], named[c.MemberID.String()] = true, true
 	}
 	if ref != nil {
 		for _, m := range ref.Membership {
 			// A member that has not published its name yet (or whose name the v2 store lost) is
 			// known by its ID.
 			if !named[m.ID.String()] && (m.Name == "" || !named[m.Name]) && !m.IsLearner {
-				out = append(out, quorumTarget{Name: nameOrID(m), ID: m.ID.String(), ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true, Down: down[m.Name]})
+				out = append(out, quorumTarget{Name: m.ShortLabel(), ID: m.ID, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true, Down: down[m.Name]})
 			}
 		}
 	}
 	return out
-}
-
-func nameOrID(m datadir.Member) string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return m.ID.String()
 }
 
 // membershipReference is the readable candidate with the most history: its membership says
@@ -200,8 +194,8 @@ func fillURLs(c *Candidate, ref *Candidate) {
 		if len(c.ClientURLs) == 0 {
 			c.ClientURLs = m.ClientURLs
 		}
-		if c.MemberID == "" {
-			c.MemberID = m.ID.String()
+		if c.MemberID == etcdmedic.NoID {
+			c.MemberID = m.ID
 		}
 	}
 }

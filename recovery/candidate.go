@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
@@ -19,23 +21,23 @@ type Candidate struct {
 	DataDir     string `json:"dataDir"`
 	RealDataDir string `json:"realDataDir"`
 	// WALDir is the member's --wal-dir when its WAL lives apart ("": member/wal).
-	WALDir          string   `json:"walDir,omitempty"`
-	MemberID        string   `json:"memberID"`
-	ClusterID       string   `json:"clusterID"`
-	Commit          uint64   `json:"commit"`          // HardState.commit
-	ConsistentIndex uint64   `json:"consistentIndex"` // applied to the backend
-	Term            uint64   `json:"term"`
-	LastIndex       uint64   `json:"lastIndex"`
-	LastTerm        uint64   `json:"lastTerm"` // the term of the last entry: with LastIndex, how up to date the log is
-	Revision        int64    `json:"revision"`
-	PeerURLs        []string `json:"peerURLs"`
-	ClientURLs      []string `json:"clientURLs"`
-	Source          string   `json:"source"` // "data dir", or how it was read
+	WALDir          string              `json:"walDir,omitempty"`
+	MemberID        etcdmedic.ID        `json:"memberID"`
+	ClusterID       etcdmedic.ClusterID `json:"clusterID"`
+	Commit          uint64              `json:"commit"`          // HardState.commit
+	ConsistentIndex uint64              `json:"consistentIndex"` // applied to the backend
+	Term            uint64              `json:"term"`
+	LastIndex       uint64              `json:"lastIndex"`
+	LastTerm        uint64              `json:"lastTerm"` // the term of the last entry: with LastIndex, how up to date the log is
+	Revision        int64               `json:"revision"`
+	PeerURLs        []string            `json:"peerURLs"`
+	ClientURLs      []string            `json:"clientURLs"`
+	Source          string              `json:"source"` // "data dir", or how it was read
 	// Membership is what this member's data says the members are (to find the URLs of a
 	// member whose own data dir was wiped); Removals the members it marks removed.
-	Membership []datadir.Member      `json:"-"`
-	Removals   map[datadir.ID]string `json:"-"`
-	Rejected   string                `json:"rejected,omitempty"`
+	Membership []etcdmedic.Member      `json:"-"`
+	Removals   map[etcdmedic.ID]string `json:"-"`
+	Rejected   string                  `json:"rejected,omitempty"`
 	// Unreadable is set when the data dir holds data etcdmedic could not read or trust (as
 	// opposed to none at all): it is never moved aside unless the operator accepts the loss.
 	Unreadable bool `json:"unreadable,omitempty"`
@@ -125,7 +127,7 @@ func readCandidate(m MemberInput) Candidate {
 		c.Unreadable, c.Rejected = true, "not a member data dir: "+r.Kind+" ("+r.KindReason+")"
 		return c
 	}
-	c.MemberID, c.ClusterID = r.Identity.MemberID.String(), r.Identity.ClusterID.String()
+	c.MemberID, c.ClusterID = r.Identity.MemberID, r.Identity.ClusterID
 	c.Commit, c.Term, c.LastIndex, c.LastTerm = r.Raft.HardState.Commit, r.Raft.HardState.Term, r.Raft.LastIndex, r.Raft.LastTerm
 	if r.Backend != nil {
 		c.ConsistentIndex, c.Revision = r.Backend.ConsistentIndex, r.Backend.Revision
@@ -143,9 +145,9 @@ func readCandidate(m MemberInput) Candidate {
 	c.PeerURLs = r.Identity.PeerURLs
 	c.Membership = withNames(r.Membership.V2, r.Membership.V3)
 	c.Removals = removals(r.Membership)
-	if me := datadir.Find(r.Membership.V3, r.Identity.MemberID); me != nil && len(me.ClientURLs) > 0 {
+	if me := etcdmedic.Find(r.Membership.V3, r.Identity.MemberID); me != nil && len(me.ClientURLs) > 0 {
 		c.ClientURLs = me.ClientURLs
-	} else if me := datadir.Find(r.Membership.V2, r.Identity.MemberID); me != nil {
+	} else if me := etcdmedic.Find(r.Membership.V2, r.Identity.MemberID); me != nil {
 		c.ClientURLs = me.ClientURLs
 	}
 	return c
@@ -154,13 +156,13 @@ func readCandidate(m MemberInput) Candidate {
 // withNames is the v2 store's membership (what etcd v3.5 serves) with the names and client
 // URLs the v3 store holds for members the v2 store has none for: from v3.6 on a member
 // publishes them through the v3 store only. Without a v2 store, the v3 one.
-func withNames(v2, v3 []datadir.Member) []datadir.Member {
+func withNames(v2, v3 []etcdmedic.Member) []etcdmedic.Member {
 	if len(v2) == 0 {
 		return v3
 	}
-	out := append([]datadir.Member(nil), v2...)
+	out := append([]etcdmedic.Member(nil), v2...)
 	for i, m := range out {
-		if v := datadir.Find(v3, m.ID); v != nil {
+		if v := etcdmedic.Find(v3, m.ID); v != nil {
 			if m.Name == "" {
 				out[i].Name = v.Name
 			}
@@ -174,9 +176,9 @@ func withNames(v2, v3 []datadir.Member) []datadir.Member {
 
 // removals are the members a data dir marks removed, with the raft index of the removal when
 // its WAL still holds it.
-func removals(ms *datadir.Membership) map[datadir.ID]string {
-	out := map[datadir.ID]string{}
-	for _, list := range [][]datadir.ID{ms.V2Removed, ms.V3Removed} {
+func removals(ms *datadir.Membership) map[etcdmedic.ID]string {
+	out := map[etcdmedic.ID]string{}
+	for _, list := range [][]etcdmedic.ID{ms.V2Removed, ms.V3Removed} {
 		for _, id := range list {
 			out[id] = StandingRemoved
 		}
@@ -192,8 +194,8 @@ func removals(ms *datadir.Membership) map[datadir.ID]string {
 // standing is c's place in ref's membership: by member ID when c's data names one, else by
 // name (a wiped member).
 func standing(c Candidate, ref Candidate) string {
-	id, err := datadir.ParseID(c.MemberID)
-	hasID := err == nil && c.MemberID != ""
+	id := c.MemberID
+	hasID := id != etcdmedic.NoID
 	if hasID {
 		if at, ok := ref.Removals[id]; ok {
 			return at
@@ -210,15 +212,15 @@ func standing(c Candidate, ref Candidate) string {
 	return StandingUnknown
 }
 
-func majorityCluster(cs []Candidate) string {
-	count := map[string]int{}
-	best := ""
+func majorityCluster(cs []Candidate) etcdmedic.ClusterID {
+	count := map[etcdmedic.ClusterID]int{}
+	best := etcdmedic.NoID
 	for _, c := range cs {
-		if c.Rejected != "" || c.ClusterID == "" {
+		if c.Rejected != "" || c.ClusterID == etcdmedic.NoID {
 			continue
 		}
 		count[c.ClusterID]++
-		if best == "" || count[c.ClusterID] > count[best] {
+		if best == etcdmedic.NoID || count[c.ClusterID] > count[best] {
 			best = c.ClusterID
 		}
 	}

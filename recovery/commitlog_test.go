@@ -3,9 +3,10 @@ package recovery
 import (
 	"os"
 
-	"github.com/etcdmedic/etcdmedic/datadir"
 	"path/filepath"
 	"testing"
+
+	"github.com/etcdmedic/etcdmedic/datadir"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/server/v3/storage/wal"

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/datadir"
 
 	"go.etcd.io/etcd/server/v3/storage"
@@ -22,7 +24,7 @@ import (
 // no second start to take the flag off.
 //
 // It returns the IDs it removed; run again, it finds the member alone and changes nothing.
-func forceAlone(dataDir, walDir string) (removed []datadir.ID, err error) {
+func forceAlone(dataDir, walDir string) (removed []etcdmedic.ID, err error) {
 	lg := zap.NewNop()
 	opts := datadir.Options{WALDir: walDir}
 	walDir = walDirOf(dataDir, walDir)
@@ -42,7 +44,7 @@ func forceAlone(dataDir, walDir string) (removed []datadir.ID, err error) {
 	}
 	for _, id := range ids {
 		if id != self {
-			removed = append(removed, datadir.ID(id))
+			removed = append(removed, etcdmedic.ID(id))
 		}
 	}
 	w, err := openAtTail(lg, walDir, r.Raft.Segments, last)

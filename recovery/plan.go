@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime"
@@ -21,17 +23,17 @@ import (
 
 // Plan is a recovery, decided once and applied (and re-applied after an interruption) as is.
 type Plan struct {
-	Version     int          `json:"version"`
-	CreatedAt   time.Time    `json:"createdAt"`
-	ClusterID   string       `json:"clusterID"`
-	Survivor    string       `json:"survivor"`
-	Members     []PlanMember `json:"members"`
-	BackupDir   string       `json:"backupDir"`
-	EtcdCommand []string     `json:"etcdCommand,omitempty"` // empty: the etcd linked into etcdmedic
-	EtcdFlags   []string     `json:"etcdFlags,omitempty"`   // extra flags every member starts with
-	Committed   uint64       `json:"survivorCommitted"`     // the survivor's whole log, committed before the forced start
-	Revision    int64        `json:"survivorRevision"`
-	Assessment  *Assessment  `json:"assessment"`
+	Version     int                 `json:"version"`
+	CreatedAt   time.Time           `json:"createdAt"`
+	ClusterID   etcdmedic.ClusterID `json:"clusterID"`
+	Survivor    string              `json:"survivor"`
+	Members     []PlanMember        `json:"members"`
+	BackupDir   string              `json:"backupDir"`
+	EtcdCommand []string            `json:"etcdCommand,omitempty"` // empty: the etcd linked into etcdmedic
+	EtcdFlags   []string            `json:"etcdFlags,omitempty"`   // extra flags every member starts with
+	Committed   uint64              `json:"survivorCommitted"`     // the survivor's whole log, committed before the forced start
+	Revision    int64               `json:"survivorRevision"`
+	Assessment  *Assessment         `json:"assessment"`
 	// PassEnv are the ETCD_* variables (NAME=value) the operator passed on purpose with
 	// --pass-env: every member started locally gets them, and nothing else of the shell's ETCD_*.
 	PassEnv []string `json:"passEnv,omitempty"`
@@ -59,8 +61,8 @@ type LeftOut struct {
 
 // PlanMember is one member as the recovery will start it.
 type PlanMember struct {
-	Name     string `json:"name"`
-	MemberID string `json:"memberID"`
+	Name     string       `json:"name"`
+	MemberID etcdmedic.ID `json:"memberID"`
 	// DataDir is the real folder (symlinks resolved), where etcdmedic reads, backs up,
 	// quarantines and starts etcd; GivenDataDir is the path as the operator gave it.
 	DataDir      string `json:"dataDir"`
@@ -132,7 +134,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	// A data dir of another cluster is a wrong path or a volume mixed up: the recovery would
 	// move it aside as a member's old data. Never act on another cluster's data.
 	for _, c := range a.Candidates {
-		if c.ClusterID != "" && c.ClusterID != a.ClusterID {
+		if c.ClusterID != etcdmedic.NoID && c.ClusterID != a.ClusterID {
 			return nil, fmt.Errorf("the data dir given for %s (%s) holds data of cluster %s, not of %s like the others: check the path; etcdmedic never moves another cluster's data", c.Name, c.DataDir, c.ClusterID, a.ClusterID)
 		}
 	}
@@ -258,12 +260,12 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 func checkEveryVoterGiven(a *Assessment, s Candidate) error {
 	for _, m := range s.Membership {
 		given := slices.ContainsFunc(a.Candidates, func(c Candidate) bool {
-			return (m.Name != "" && c.Name == m.Name) || c.MemberID == m.ID.String()
+			return (m.Name != "" && c.Name == m.Name) || c.MemberID == m.ID
 		})
 		if m.IsLearner || given {
 			continue
 		}
-		return fmt.Errorf("%s is a voter in %s's membership (member %s, peer URLs %v) but no --data-dir was given for it: give its data dir, as NAME=PATH on its node (a path that does not exist counts as wiped); nothing was changed", nameOrID(m), s.Name, m.ID, m.PeerURLs)
+		return fmt.Errorf("%s is a voter in %s's membership (member %s, peer URLs %v) but no --data-dir was given for it: give its data dir, as NAME=PATH on its node (a path that does not exist counts as wiped); nothing was changed", m.ShortLabel(), s.Name, m.ID, m.PeerURLs)
 	}
 	return nil
 }

@@ -7,15 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
 
 // assessed is three members of one cluster, m1 the survivor.
 func assessed(t *testing.T) *Assessment {
-	a := &Assessment{ClusterID: "c1", Survivor: "m1"}
+	a := &Assessment{ClusterID: 0xc1, Survivor: "m1"}
 	for i, name := range []string{"m1", "m2", "m3"} {
-		a.Candidates = append(a.Candidates, Candidate{Name: name, DataDir: filepath.Join(t.TempDir(), name), ClusterID: "c1", Commit: uint64(100 - i),
+		a.Candidates = append(a.Candidates, Candidate{Name: name, DataDir: filepath.Join(t.TempDir(), name), ClusterID: 0xc1, Commit: uint64(100 - i),
 			PeerURLs: []string{"http://127.0.0.1:238" + string(rune('0'+i))}, ClientURLs: []string{"http://127.0.0.1:237" + string(rune('0'+i))}})
 	}
 	return a
@@ -62,7 +63,7 @@ func TestPlanRefusesOptionsThatCannotHold(t *testing.T) {
 		}
 	}
 	a := assessed(t)
-	a.Candidates[2].ClusterID = "c2"
+	a.Candidates[2].ClusterID = 0xc2
 	if _, err := NewPlan(a, PlanOptions{BackupDir: "b"}, time.Now()); err == nil || !strings.Contains(err.Error(), "another cluster") {
 		t.Errorf("a data dir of another cluster: %v", err)
 	}
@@ -97,10 +98,10 @@ func TestPlanKeepsTheMembershipAndUnreadableData(t *testing.T) {
 		"m3 wiped": {func(a *Assessment) { a.Candidates[2].Wiped, a.Candidates[2].Rejected = true, "wiped" },
 			PlanOptions{}, "", 3, "", ""},
 		"a voter left off the command line": {func(a *Assessment) {
-			a.Candidates[0].Membership = []datadir.Member{{ID: 1, Name: "m1"}, {ID: 2, Name: "m2"}, {ID: 3, Name: "m3"}, {ID: 4, Name: "m4"}}
+			a.Candidates[0].Membership = []etcdmedic.Member{{ID: 1, Name: "m1"}, {ID: 2, Name: "m2"}, {ID: 3, Name: "m3"}, {ID: 4, Name: "m4"}}
 		}, PlanOptions{}, "m4 is a voter in m1's membership", 0, "", ""},
 		"a learner left off the command line": {func(a *Assessment) {
-			a.Candidates[0].Membership = []datadir.Member{{ID: 1, Name: "m1"}, {ID: 4, Name: "m4", IsLearner: true}}
+			a.Candidates[0].Membership = []etcdmedic.Member{{ID: 1, Name: "m1"}, {ID: 4, Name: "m4", IsLearner: true}}
 		}, PlanOptions{}, "", 3, "", ""},
 	} {
 		a := assessed(t)

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -47,8 +49,8 @@ var ErrCannotTell = errors.New("cannot tell whether quorum is lost")
 // quorumTarget is one member to check.
 type quorumTarget struct {
 	Name       string
-	ID         string // the member ID, when known (hex)
-	DataDir    string // on this host; "" when it is elsewhere (a runbook member's node)
+	ID         etcdmedic.ID // the member ID, when known (NoID otherwise)
+	DataDir    string       // on this host; "" when it is elsewhere (a runbook member's node)
 	ClientURLs []string
 	PeerURLs   []string
 	Voter      bool
@@ -74,7 +76,7 @@ func checkQuorumLost(ctx context.Context, conn cluster.Conn, targets []quorumTar
 	if len(eps) > 0 {
 		probes = cluster.ProbeAll(ctx, conn.To(eps), cluster.ProbeOptions{Discover: true, WithoutQuorum: true})
 		for _, p := range probes {
-			byEndpoint[cluster.NormalizeEndpoint(p.Endpoint)] = p
+			byEndpoint[etcdmedic.Normalize(p.Endpoint)] = p
 		}
 	}
 	targets = withListedMembers(targets, probes)
@@ -124,25 +126,17 @@ func withListedMembers(targets []quorumTarget, probes []*cluster.Probe) []quorum
 		}
 		for _, m := range p.Members {
 			i := slices.IndexFunc(targets, func(t quorumTarget) bool {
-				return (t.ID != "" && t.ID == m.ID) || (m.Name != "" && t.Name == m.Name)
+				return (t.ID != etcdmedic.NoID && t.ID == m.ID) || (m.Name != "" && t.Name == m.Name)
 			})
 			switch {
 			case i >= 0 && len(targets[i].ClientURLs) == 0:
 				targets[i].ClientURLs = m.ClientURLs
-			case i < 0 && !m.IsLearner && !slices.ContainsFunc(targets, func(t quorumTarget) bool { return overlap(t.ClientURLs, m.ClientURLs) }):
-				name := m.Name
-				if name == "" {
-					name = m.ID
-				}
-				targets = append(targets, quorumTarget{Name: name, ID: m.ID, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true})
+			case i < 0 && !m.IsLearner && !slices.ContainsFunc(targets, func(t quorumTarget) bool { return m.ClientURLs.Overlap(t.ClientURLs) }):
+				targets = append(targets, quorumTarget{Name: m.ShortLabel(), ID: m.ID, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true})
 			}
 		}
 	}
 	return targets
-}
-
-func overlap(a, b []string) bool {
-	return slices.ContainsFunc(a, func(u string) bool { return slices.Contains(b, u) })
 }
 
 func (qc *QuorumCheck) notDown() string {
@@ -169,13 +163,13 @@ func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
 	var errs []string
 	refused := len(t.ClientURLs) > 0
 	for _, u := range t.ClientURLs {
-		p := probes[cluster.NormalizeEndpoint(u)]
+		p := probes[etcdmedic.Normalize(u)]
 		if p == nil {
 			refused = false
 			continue
 		}
 		if p.Reached {
-			s.State, s.Leader = StateServing, p.Status != nil && p.Status.Leader != "0"
+			s.State, s.Leader = StateServing, p.Status != nil && p.Status.Leader != etcdmedic.NoID
 			s.Evidence = fmt.Sprintf("%s answered (leader %s)", u, p.Status.Leader)
 			return s
 		}
@@ -231,7 +225,7 @@ func memberState(t quorumTarget, probes map[string]*cluster.Probe) MemberState {
 // refuse one within a second): only a refusal proves nothing listens.
 func peerAnswers(urls []string) (string, bool) {
 	for _, u := range urls {
-		host := cluster.NormalizeEndpoint(u)
+		host := etcdmedic.Normalize(u)
 		c, err := net.DialTimeout("tcp", host, time.Second)
 		if err == nil {
 			c.Close()

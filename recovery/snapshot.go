@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/guard"
@@ -32,14 +34,14 @@ type SnapshotOptions struct {
 
 // SnapshotSource is the snapshot a plan restores, as checked when the plan was made.
 type SnapshotSource struct {
-	Path          string `json:"path"`
-	SHA256        string `json:"sha256"`
-	Bytes         int64  `json:"bytes"`
-	Revision      int64  `json:"revision"`
-	ClusterID     string `json:"clusterID,omitempty"`
-	Etcdutl       string `json:"etcdutl"`
-	BumpRevision  uint64 `json:"bumpRevision,omitempty"`
-	MarkCompacted bool   `json:"markCompacted,omitempty"`
+	Path          string              `json:"path"`
+	SHA256        string              `json:"sha256"`
+	Bytes         int64               `json:"bytes"`
+	Revision      int64               `json:"revision"`
+	ClusterID     etcdmedic.ClusterID `json:"clusterID,omitempty"`
+	Etcdutl       string              `json:"etcdutl"`
+	BumpRevision  uint64              `json:"bumpRevision,omitempty"`
+	MarkCompacted bool                `json:"markCompacted,omitempty"`
 }
 
 func (s *SnapshotSource) bumpNote() string {
@@ -86,7 +88,7 @@ func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, 
 	}
 	src := &SnapshotSource{Path: path, SHA256: sum, Bytes: r.Backend.FileBytes, Revision: r.Backend.Revision, Etcdutl: etcdutl, BumpRevision: o.BumpRevision, MarkCompacted: o.MarkCompacted}
 	if r.Identity != nil {
-		src.ClusterID = r.Identity.ClusterID.String()
+		src.ClusterID = r.Identity.ClusterID
 	}
 	return src, nil
 }
@@ -102,11 +104,11 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 	case errors.Is(err, datadir.ErrLocked):
 		// Running: the restored member started by an earlier run (another cluster ID than the
 		// plan's), or the old survivor, which must not be.
-		if id := a.liveClusterID(ctx, survivor); id == a.Plan.ClusterID || id == "" {
-			return fmt.Errorf("an etcd runs on %s's data dir (cluster %q): stop it, then apply again", survivor.Name, id)
+		if id := a.liveClusterID(ctx, survivor); id == a.Plan.ClusterID || id == etcdmedic.NoID {
+			return fmt.Errorf("an etcd runs on %s's data dir (cluster %s): stop it, then apply again", survivor.Name, id)
 		}
 		return a.waitWrites(ctx, survivor)
-	case err == nil && r.Identity != nil && r.Identity.ClusterID.String() != a.Plan.ClusterID:
+	case err == nil && r.Identity != nil && r.Identity.ClusterID != a.Plan.ClusterID:
 		a.say("%s's data dir already holds the restored member (cluster %s)", survivor.Name, r.Identity.ClusterID)
 	default:
 		restored := strings.TrimRight(survivor.DataDir, "/") + ".etcdmedic-restore"
@@ -152,10 +154,10 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 }
 
 // liveClusterID is the cluster ID m's status names ("" when it does not answer).
-func (a *Applier) liveClusterID(ctx context.Context, m PlanMember) string {
+func (a *Applier) liveClusterID(ctx context.Context, m PlanMember) etcdmedic.ClusterID {
 	cli, err := a.client(m.ClientURLs)
 	if err != nil {
-		return ""
+		return etcdmedic.NoID
 	}
 	defer cli.Close()
 	for range 20 {
@@ -163,11 +165,11 @@ func (a *Applier) liveClusterID(ctx context.Context, m PlanMember) string {
 		st, err := cli.Status(sctx, m.ClientURLs[0])
 		cancel()
 		if err == nil {
-			return fmt.Sprintf("%x", st.Header.ClusterId)
+			return etcdmedic.ClusterID(st.Header.ClusterId)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return ""
+	return etcdmedic.NoID
 }
 
 // restoreBeside checks the snapshot against the plan and restores it into dir (recreated).

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -419,15 +421,15 @@ func (sb *Sandbox) Client() (*clientv3.Client, error) { return sb.client() }
 // MemberStatus is one member's liveness and raft status.
 type MemberStatus struct {
 	Member
-	Running   bool   `json:"running"`
-	ID        string `json:"id,omitempty"`
-	Leader    bool   `json:"leader"`
-	IsLearner bool   `json:"isLearner"`
-	RaftTerm  uint64 `json:"raftTerm,omitempty"`
-	RaftIndex uint64 `json:"raftIndex,omitempty"`
-	Revision  int64  `json:"revision,omitempty"`
-	Version   string `json:"version,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Running   bool         `json:"running"`
+	ID        etcdmedic.ID `json:"id,omitempty"`
+	Leader    bool         `json:"leader"`
+	IsLearner bool         `json:"isLearner"`
+	RaftTerm  uint64       `json:"raftTerm,omitempty"`
+	RaftIndex uint64       `json:"raftIndex,omitempty"`
+	Revision  int64        `json:"revision,omitempty"`
+	Version   string       `json:"version,omitempty"`
+	Error     string       `json:"error,omitempty"`
 }
 
 // Status asks every running member for its status, each with its own short timeout.
@@ -443,7 +445,7 @@ func (sb *Sandbox) Status(ctx context.Context) []MemberStatus {
 			if serr != nil {
 				st.Error = serr.Error()
 			} else {
-				st.ID = fmt.Sprintf("%x", resp.Header.MemberId)
+				st.ID = etcdmedic.ID(resp.Header.MemberId)
 				st.Leader = resp.Leader == resp.Header.MemberId
 				st.IsLearner = resp.IsLearner
 				st.RaftTerm, st.RaftIndex, st.Revision, st.Version = resp.RaftTerm, resp.RaftIndex, resp.Header.Revision, resp.Version

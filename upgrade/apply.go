@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,7 +58,7 @@ func (a *Applier) conn() cluster.Conn {
 func (a *Applier) run(ctx context.Context, s plan.Step) error {
 	switch {
 	case s.ID == "snapshot":
-		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		v := cluster.Observe(ctx, a.conn())
 		b, err := member.SaveSnapshot(ctx, a.conn(), v, a.Plan.BackupDir, nil)
 		if err == nil {
 			fmt.Fprintf(a.Out, "    %s (%d bytes, sha256 %s)\n", b.Path, b.Bytes, b.SHA256)
@@ -105,42 +106,32 @@ func (a *Applier) restart(ctx context.Context, m Member, hop Hop) error {
 		return err
 	}
 	want := strings.TrimPrefix(hop.Version, "v")
-	deadline := time.Now().Add(a.Timeout)
 	cli, err := a.conn().Client()
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	for {
-		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
-		mv := memberNamed(v, m.Name)
-		fs := finding.ForCluster(v, finding.DefaultClusterRules())
-		if mv != nil && mv.Up() && mv.Probe.Status.Version == want && finding.Worst(fs) != finding.Critical && len(v.Leaders) == 1 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not come back healthy on %s within %s (its log: %s)", m.Name, hop.Version, a.Timeout, local.LogFile(m.DataDir))
-		}
+	// A write between looks: a restarted member reports no leader until something commits.
+	nudge := func(finding.Judged) {
 		nctx, cancel := context.WithTimeout(ctx, time.Second)
 		cli.Put(nctx, "etcdmedic/upgrade-nudge", time.Now().UTC().Format(time.RFC3339Nano))
 		cancel()
-		time.Sleep(300 * time.Millisecond)
 	}
-}
-
-func memberNamed(v *cluster.View, name string) *cluster.MemberView {
-	for i, m := range v.Members {
-		if m.Name == name {
-			return &v.Members[i]
-		}
+	opts := finding.AwaitOptions{Probe: cluster.ProbeOptions{Discover: true}, Timeout: a.Timeout, Interval: 300 * time.Millisecond, Between: nudge}
+	_, err = finding.Await(ctx, a.conn(), opts, func(j finding.Judged) bool {
+		mv := j.View.ByName(m.Name)
+		return mv != nil && mv.Up() && mv.Probe.Status.Version == want && !j.Critical() && len(j.View.Leaders) == 1
+	})
+	if errors.Is(err, finding.ErrNotSettled) {
+		return fmt.Errorf("%s did not come back healthy on %s within %s (its log: %s)", m.Name, hop.Version, a.Timeout, local.LogFile(m.DataDir))
 	}
-	return nil
+	return err
 }
 
 // moveLeaderAway hands leadership to another voter when m leads, so that its restart causes
 // no election.
 func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
-	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, a.conn())
 	leader := v.MemberByID(v.Leader())
 	if leader == nil || leader.Name != m.Name || len(v.Members) < 2 {
 		return nil
@@ -149,7 +140,6 @@ func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
 		if o.Name == m.Name || o.IsLearner || !o.Up() {
 			continue
 		}
-		id, _ := datadir.ParseID(o.ID)
 		cli, err := a.Conn.ClientFor(leader.Probe.Endpoint)
 		if err != nil {
 			return err
@@ -157,7 +147,7 @@ func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
 		defer cli.Close()
 		mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if _, err := cli.MoveLeader(mctx, uint64(id)); err != nil {
+		if _, err := cli.MoveLeader(mctx, uint64(o.ID)); err != nil {
 			return fmt.Errorf("move leadership from %s to %s: %w", m.Name, o.Name, err)
 		}
 		fmt.Fprintf(a.Out, "    leadership moved from %s to %s\n", m.Name, o.Name)
@@ -169,7 +159,7 @@ func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
 // check verifies the cluster after a hop: healthy, and no member's v3 records disagree with
 // raft (each member's db fetched through the snapshot API).
 func (a *Applier) check(ctx context.Context, hop int) error {
-	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, a.conn())
 	fs := finding.ForCluster(v, finding.DefaultClusterRules())
 	if finding.Worst(fs) == finding.Critical || v.Quorum.VotersUp != len(a.Plan.Members) {
 		return fmt.Errorf("after hop %d the cluster is not healthy: %d of %d voters up", hop+1, v.Quorum.VotersUp, len(a.Plan.Members))
@@ -253,7 +243,7 @@ func (a *Applier) enableDowngrade(ctx context.Context) error {
 		return err
 	}
 	defer cli.Close()
-	v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, a.conn())
 	if !storageAt(v, target) {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -266,7 +256,7 @@ func (a *Applier) enableDowngrade(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(a.Timeout)
 	for {
-		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		v := cluster.Observe(ctx, a.conn())
 		if storageAt(v, target) {
 			return nil
 		}

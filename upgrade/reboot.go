@@ -55,7 +55,7 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out i
 func (a *Applier) waitAllUp(ctx context.Context) error {
 	deadline := time.Now().Add(a.Timeout)
 	for {
-		v := cluster.Diagnose(ctx, a.conn(), cluster.ProbeOptions{Discover: true}, false, time.Now)
+		v := cluster.Observe(ctx, a.conn())
 		if v.Quorum.VotersUp == len(a.Plan.Members) && len(v.Leaders) == 1 {
 			return nil
 		}

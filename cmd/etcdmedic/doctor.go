@@ -81,7 +81,7 @@ run (bad flags, no endpoint reachable).`,
 }
 
 func (o *doctorOptions) diagnose(ctx context.Context) doctorResult {
-	v := cluster.Diagnose(ctx, o.conn, cluster.ProbeOptions{Discover: !o.noDiscover}, o.checkHash, time.Now)
+	v := cluster.Diagnose(ctx, o.conn, cluster.ProbeOptions{Discover: !o.noDiscover, CheckHash: o.checkHash})
 	fs := finding.ForCluster(v, o.rules)
 	if fs == nil {
 		fs = []finding.Finding{}
@@ -175,7 +175,7 @@ func watchChanges(prev, cur doctorResult) []string {
 					st += ", leader"
 				}
 			}
-			s[memberLabelOf(m)] = st
+			s[m.ShortLabel()] = st
 		}
 		return s
 	}
@@ -193,13 +193,6 @@ func watchChanges(prev, cur doctorResult) []string {
 		}
 	}
 	return lines
-}
-
-func memberLabelOf(m cluster.MemberView) string {
-	if m.Name == "" {
-		return m.ID
-	}
-	return m.Name
 }
 
 func isFailure(err error) bool {

@@ -198,7 +198,7 @@ func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResul
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, failf("", "%v", err)
 	}
-	view := cluster.Diagnose(ctx, o.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	view := cluster.Observe(ctx, o.conn)
 	res.Verdict = guard.Classify(report, view, guard.Expect{Name: o.name, PeerURLs: o.peerURLs})
 	if res.Verdict.Class == guard.Unknown {
 		res.Next = append(res.Next, "Do not start the member and do not delete this data dir: it may hold the only copy of recent data.",

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -103,7 +105,7 @@ func verdictFor(fs []finding.Finding) error {
 	return nil
 }
 
-func idOrDash(id datadir.ID) string {
+func idOrDash(id etcdmedic.ID) string {
 	if id == 0 {
 		return "-"
 	}

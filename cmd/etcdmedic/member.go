@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
-	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -216,7 +215,7 @@ func newMemberAddCommand(opts *globalOptions) *cobra.Command {
 
 // checkChangeAllowed refuses membership changes that cannot be safe right now.
 func checkChangeAllowed(ctx context.Context, conn cluster.Conn, joining []string) error {
-	v := cluster.Diagnose(ctx, conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+	v := cluster.Observe(ctx, conn)
 	return member.CheckChange(v, joining)
 }
 
@@ -232,13 +231,12 @@ func newMemberPromoteCommand(opts *globalOptions) *cobra.Command {
 				return err
 			}
 			defer closeFn()
-			v := cluster.Diagnose(cmd.Context(), o.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
-			m := member.Find(v, args[0])
+			v := cluster.Observe(cmd.Context(), o.conn)
+			m := v.Find(args[0])
 			if m == nil || !m.IsLearner {
 				return &cliError{code: exitCritical, err: fmt.Errorf("%s is not a learner of this cluster", args[0]), hint: "etcdmedic doctor lists the members"}
 			}
-			id, _ := datadir.ParseID(m.ID)
-			if err := j.PromoteWhenReady(cmd.Context(), uint64(id)); err != nil {
+			if err := j.PromoteWhenReady(cmd.Context(), uint64(m.ID)); err != nil {
 				return refusedOrFailed(err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s)\n", m.Name, m.ID)
@@ -260,7 +258,7 @@ func newMemberRemoveCommand(opts *globalOptions) *cobra.Command {
 			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			v := cluster.Diagnose(cmd.Context(), o.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+			v := cluster.Observe(cmd.Context(), o.conn)
 			m, err := member.CheckRemove(v, args[0])
 			if err != nil {
 				return refusedOrFailed(err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
@@ -48,7 +50,7 @@ func TestMemberReplaceUnderLoad(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Backup == nil || res.Joined == nil || !res.Joined.Promoted || res.RemovedID == "" {
+	if res.Backup == nil || res.Joined == nil || !res.Joined.Promoted || res.RemovedID == etcdmedic.NoID {
 		t.Fatalf("replace result: %+v", res)
 	}
 	b, err := os.ReadFile(res.Backup.Path)

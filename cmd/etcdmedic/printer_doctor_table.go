@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/dustin/go-humanize"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -21,13 +23,13 @@ func (tablePrinter) Doctor(w io.Writer, r doctorResult) error {
 		if m.Probe != nil {
 			endpoint = m.Probe.Endpoint
 		}
-		row := []string{orDash(endpoint), m.ID, orDash(m.Name)}
+		row := []string{orDash(endpoint), m.ID.String(), orDash(m.Name)}
 		row = append(row, statusCells(m.Probe, m.IsLearner)...)
-		row = append(row, orDash(problems[memberSubject(m)]))
+		row = append(row, orDash(problems[m.Label()]))
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	for _, p := range r.Strangers {
-		row := append([]string{p.Endpoint, p.Status.MemberID, "(not a member)"}, statusCells(p, p.Status.IsLearner)...)
+		row := append([]string{p.Endpoint, p.Status.MemberID.String(), "(not a member)"}, statusCells(p, p.Status.IsLearner)...)
 		fmt.Fprintln(tw, strings.Join(append(row, orDash(problems[p.Endpoint])), "\t"))
 	}
 	for _, p := range r.Unmatched {
@@ -39,13 +41,10 @@ func (tablePrinter) Doctor(w io.Writer, r doctorResult) error {
 	}
 	q := r.Quorum
 	leader := "none"
-	if id := r.Leader(); id != "" {
-		leader = id
-		if m := r.MemberByID(id); m != nil && m.Name != "" {
-			leader = m.Name + " (" + id + ")"
-		}
+	if id := r.Leader(); id != etcdmedic.NoID {
+		leader = r.Label(id)
 	}
-	fmt.Fprintf(w, "\nCLUSTER %s: %d of %d voters up (%d needed), leader %s\n\n", orDash(r.ClusterID), q.VotersUp, q.Voters, q.Needed, leader)
+	fmt.Fprintf(w, "\nCLUSTER %s: %d of %d voters up (%d needed), leader %s\n\n", idOrDash(r.ClusterID), q.VotersUp, q.Voters, q.Needed, leader)
 	printFindings(w, r.Findings)
 	return nil
 }
@@ -64,13 +63,6 @@ func statusCells(p *cluster.Probe, learner bool) []string {
 		fmt.Sprint(st.Leader == st.MemberID), fmt.Sprint(st.IsLearner), fmt.Sprint(st.RaftTerm),
 		fmt.Sprint(st.RaftIndex), fmt.Sprint(st.AppliedIndex), orDash(strings.Join(st.Errors, "; ")),
 	}
-}
-
-func memberSubject(m cluster.MemberView) string {
-	if m.Name == "" {
-		return m.ID
-	}
-	return m.Name + " (" + m.ID + ")"
 }
 
 // problemsBySubject is the PROBLEM column: the finding IDs about each member or endpoint.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/dustin/go-humanize"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -97,9 +99,9 @@ func (tablePrinter) Inspect(w io.Writer, r inspectResult) error {
 func printMembership(w io.Writer, ms *datadir.Membership) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER ID\tNAME (v2/v3)\tPEER URLS\tCLIENT URLS\tLEARNER v2\tLEARNER v3\tRAFT")
-	seen := map[datadir.ID]bool{}
-	var all []datadir.ID
-	for _, list := range [][]datadir.Member{ms.V2, ms.V3} {
+	seen := map[etcdmedic.ID]bool{}
+	var all []etcdmedic.ID
+	for _, list := range [][]etcdmedic.Member{ms.V2, ms.V3} {
 		for _, m := range list {
 			if !seen[m.ID] {
 				seen[m.ID] = true
@@ -108,7 +110,7 @@ func printMembership(w io.Writer, ms *datadir.Membership) {
 		}
 	}
 	for _, id := range all {
-		v2, v3 := datadir.Find(ms.V2, id), datadir.Find(ms.V3, id)
+		v2, v3 := etcdmedic.Find(ms.V2, id), etcdmedic.Find(ms.V3, id)
 		any := v3
 		if any == nil {
 			any = v2
@@ -127,21 +129,21 @@ func printMembership(w io.Writer, ms *datadir.Membership) {
 	}
 }
 
-func nameOf(m *datadir.Member) string {
+func nameOf(m *etcdmedic.Member) string {
 	if m == nil {
 		return "(absent)"
 	}
 	return m.Name
 }
 
-func learnerOf(m *datadir.Member) string {
+func learnerOf(m *etcdmedic.Member) string {
 	if m == nil {
 		return "(absent)"
 	}
 	return fmt.Sprint(m.IsLearner)
 }
 
-func raftRole(ms *datadir.Membership, id datadir.ID) string {
+func raftRole(ms *datadir.Membership, id etcdmedic.ID) string {
 	cs := ms.RaftConfState
 	if cs == nil {
 		return "-"
@@ -176,7 +178,7 @@ func printFindings(w io.Writer, fs []finding.Finding) {
 	}
 }
 
-func ids(list []datadir.ID) string {
+func ids(list []etcdmedic.ID) string {
 	if len(list) == 0 {
 		return "[]"
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/etcdmedic/etcdmedic"
+
 	"github.com/etcdmedic/etcdmedic/member"
 )
 
@@ -14,7 +16,7 @@ func (tablePrinter) MemberChange(w io.Writer, r *member.Replaced) error {
 	if b := r.Backup; b != nil {
 		fmt.Fprintf(w, "BACKUP  %s (%d bytes, sha256 %s, revision %d, from %s)\n", b.Path, b.Bytes, b.SHA256, b.Revision, b.From)
 	}
-	if r.RemovedID != "" {
+	if r.RemovedID != etcdmedic.NoID {
 		fmt.Fprintf(w, "REMOVED %s\n", r.RemovedID)
 	}
 	if q := r.Quarantined; q != nil {

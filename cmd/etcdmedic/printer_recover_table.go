@@ -37,7 +37,7 @@ func (tablePrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error {
 		if c.StoppedByPlan != "" {
 			found += ", stopped by plan"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Name, orDash(c.MemberID), c.Commit, c.ConsistentIndex, c.Term, c.LastIndex, c.Revision, orDash(c.Standing), found, choice)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", c.Name, idOrDash(c.MemberID), c.Commit, c.ConsistentIndex, c.Term, c.LastIndex, c.Revision, orDash(c.Standing), found, choice)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nHOW EACH MEMBER WAS FOUND (quorum is proven lost only by members shown down)")

@@ -17,7 +17,7 @@ func (tablePrinter) Sandbox(w io.Writer, r sandboxResult) error {
 				state = "not answering"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%v\t%v\t%d\t%d\t%d\t%s\t%s\n", m.Name, m.PID, state, orDash(m.ID), m.Leader, m.IsLearner, m.RaftTerm, m.RaftIndex, m.Revision, m.ClientURL, m.DataDir)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%v\t%v\t%d\t%d\t%d\t%s\t%s\n", m.Name, m.PID, state, idOrDash(m.ID), m.Leader, m.IsLearner, m.RaftTerm, m.RaftIndex, m.Revision, m.ClientURL, m.DataDir)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

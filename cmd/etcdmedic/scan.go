@@ -2,7 +2,6 @@ package main
 
 import (
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -34,7 +33,7 @@ fully: something was skipped (unreadable, a dangling link, a link leading outsid
 				if err := cf.resolve(cmd.Flags()); err != nil {
 					return err
 				}
-				view = cluster.Diagnose(cmd.Context(), cf.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+				view = cluster.Observe(cmd.Context(), cf.conn)
 			}
 			res, err := scan.Scan(cmd.Context(), args, view, sopts)
 			if err != nil {

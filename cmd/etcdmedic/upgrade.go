@@ -171,7 +171,7 @@ func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, deployed 
 		if err := cf.resolve(cmd.Flags()); err != nil {
 			return nil, nil, nil, err
 		}
-		view = cluster.Diagnose(cmd.Context(), cf.conn, cluster.ProbeOptions{Discover: true}, false, time.Now)
+		view = cluster.Observe(cmd.Context(), cf.conn)
 		for _, m := range view.Members {
 			f := upgrade.MemberFacts{Name: m.Name, Source: "live status", Drifts: nil}
 			if m.Up() {
