@@ -21,6 +21,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/types"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/finding"
@@ -205,31 +206,11 @@ func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir s
 		return nil, err
 	}
 	defer cli.Close()
-	rc, err := cli.Snapshot(ctx)
+	saved, err := backup.SaveSnapshot(ctx, cli, path)
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	tmp := path + ".partial"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), rc)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return nil, err
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
+	sum, n := saved.SHA256, saved.Size
 	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o600); err != nil {
 		return nil, err
 	}

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
@@ -54,21 +54,8 @@ func inspectLiveCopy(ctx context.Context, dataDir string, o liveCopyOptions, opt
 	if err != nil {
 		return nil, fmt.Errorf("reach %s: %w", o.endpoint, err)
 	}
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot from %s: %w", o.endpoint, err)
-	}
-	defer rc.Close()
-	db, err := os.OpenFile(filepath.Join(memberDir, "snap", "db"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := io.Copy(db, rc); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("snapshot from %s: %w", o.endpoint, err)
-	}
-	if err := db.Close(); err != nil {
-		return nil, err
+	if _, err := backup.SaveSnapshot(ctx, cli, filepath.Join(memberDir, "snap", "db")); err != nil {
+		return nil, fmt.Errorf("%s: %w", o.endpoint, err)
 	}
 	walDir := opts.WALDir
 	opts.WALDir = "" // the copy has its WAL in member/wal

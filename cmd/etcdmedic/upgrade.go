@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/recovery"
@@ -128,24 +128,11 @@ func fetchFacts(ctx context.Context, conn cluster.Conn, m cluster.MemberView, f 
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		f.Error = "snapshot: " + err.Error()
-		return f
-	}
-	defer rc.Close()
-	path := filepath.Join(tmp, "db")
 	// The copy holds every Secret of the cluster: its owner's only, in MkdirTemp's 0700 folder,
 	// and removed (the deferred RemoveAll) also when a signal cancels ctx mid-stream.
-	out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err == nil {
-		_, err = io.Copy(out, rc)
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		f.Error = "snapshot: " + err.Error()
+	path := filepath.Join(tmp, "db")
+	if _, err := backup.SaveSnapshot(ctx, cli, path); err != nil {
+		f.Error = err.Error()
 		return f
 	}
 	r, err := datadir.Inspect(path, datadir.Options{})
