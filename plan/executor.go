@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,10 +11,45 @@ import (
 	"time"
 )
 
+// StepKind names what a step does. Each kind of plan declares its kinds as constants
+// (recovery.StepStopAll, ...), the way raftpb declares its EntryTypes.
+type StepKind string
+
 // Step is one unit of a plan.
 type Step struct {
-	ID    string `json:"id"`
-	Title string `json:"title"`
+	// ID is the step's key in the journal and in crash points: its kind, then ":" and the
+	// member it acts on, when it acts on one.
+	ID     string   `json:"id"`
+	Kind   StepKind `json:"kind"`
+	Member string   `json:"member,omitempty"`
+	Title  string   `json:"title"`
+}
+
+// NewStep is a step of kind acting on member ("" for a step on the whole cluster).
+func NewStep(kind StepKind, member, title string) Step {
+	return Step{ID: StepID(kind, member), Kind: kind, Member: member, Title: title}
+}
+
+// StepID is the journal key of a step of kind acting on member.
+func StepID(kind StepKind, member string) string {
+	if member == "" {
+		return string(kind)
+	}
+	return string(kind) + ":" + member
+}
+
+// UnmarshalJSON also reads the steps of plans written before steps had a kind: their kind
+// and member are read from the ID.
+func (s *Step) UnmarshalJSON(b []byte) error {
+	type plain Step
+	if err := json.Unmarshal(b, (*plain)(s)); err != nil {
+		return err
+	}
+	if s.Kind == "" {
+		kind, member, _ := strings.Cut(s.ID, ":")
+		s.Kind, s.Member = StepKind(kind), member
+	}
+	return nil
 }
 
 // Timing is how long one step took in this run.

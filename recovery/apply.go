@@ -105,7 +105,7 @@ func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	} else {
-		if _, done := j.Done("backup"); done {
+		if _, done := j.Done(string(StepBackup)); done {
 			// The survivor has changed since its backup: that backup is the only copy of its
 			// data as it was, and must still be there.
 			if err := verifyBackup(filepath.Join(a.Plan.BackupDir, a.Plan.Survivor)); err != nil {
@@ -320,8 +320,8 @@ func (a *Applier) say(format string, args ...any) {
 func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	p := a.Plan
 	survivor := p.Member(p.Survivor)
-	switch s.ID {
-	case "force-new-cluster", "restore-snapshot":
+	switch s.Kind {
+	case StepForceNewCluster, StepRestoreSnapshot:
 		if running, _ := isForced(survivor); running {
 			break // a rerun: this step already started the survivor alone
 		}
@@ -329,37 +329,37 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 			return err
 		}
 		fallthrough
-	case "stop-all":
+	case StepStopAll:
 		// Destructive: quorum must still be lost, proven now, not when the plan was made.
 		if err := a.requireQuorumLost(ctx); err != nil {
 			return err
 		}
 	}
-	switch {
-	case s.ID == "stop-all":
+	switch s.Kind {
+	case StepStopAll:
 		for _, m := range p.Members {
 			if err := stoppingQuorumLost(a.runtimeFor(m)).Stop(ctx, a.spec(m)); err != nil {
 				return fmt.Errorf("stop %s: %w", m.Name, err)
 			}
 		}
 		return a.othersStopped()
-	case s.ID == "backup":
+	case StepBackup:
 		return a.backupFirst()
-	case s.ID == "force-new-cluster" || s.ID == "restore-snapshot":
+	case StepForceNewCluster, StepRestoreSnapshot:
 		defer a.survivorLoaded.open()
 		wctx, stopWatching := context.WithCancel(ctx)
 		defer stopWatching()
 		go a.watchSurvivorLoaded(wctx, survivor)
 		switch {
-		case s.ID == "restore-snapshot":
+		case s.Kind == StepRestoreSnapshot:
 			return a.restoreSnapshot(ctx, survivor, rep)
 		case survivor.Runbook != "":
 			return a.forceByFlag(ctx, survivor)
 		}
 		return a.forceOffline(ctx, survivor)
-	case s.ID == "remove-leftovers":
+	case StepRemoveLeftovers:
 		return a.removeLeftovers(ctx, survivor)
-	case s.ID == "restart-clean":
+	case StepRestartClean:
 		rt := a.runtimeFor(survivor)
 		if survivor.Runbook != "" {
 			// The operator restarts it: stop (checked: no answer), start without the flag.
@@ -380,9 +380,9 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 			}
 		}
 		return a.waitWrites(ctx, survivor)
-	case strings.HasPrefix(s.ID, "rejoin:"):
-		return a.rejoin(ctx, p.Member(strings.TrimPrefix(s.ID, "rejoin:")), rep)
-	case s.ID == "verify":
+	case StepRejoin:
+		return a.rejoin(ctx, p.Member(s.Member), rep)
+	case StepVerify:
 		return a.verify(ctx, rep)
 	}
 	return fmt.Errorf("unknown step %q", s.ID)
@@ -580,7 +580,7 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 			return err
 		}
 	}
-	j := &member.Joiner{Client: cli, Runtime: crashpointAfterStart{rt, "rejoin:" + m.Name + ":started"}, Out: a.Out, CatchUp: a.Timeout}
+	j := &member.Joiner{Client: cli, Runtime: crashpointAfterStart{rt, plan.StepID(StepRejoin, m.Name) + ":started"}, Out: a.Out, CatchUp: a.Timeout}
 	flags := slices.Clone(a.Plan.EtcdFlags)
 	if m.WALDir != "" {
 		flags = append(flags, "--wal-dir="+m.WALDir) // its WAL stays on its own disk

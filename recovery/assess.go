@@ -130,15 +130,26 @@ func (s stoppedByPlan) stayedStopped(ctx context.Context, a *Assessment) error {
 	return nil
 }
 
-// settleClusterID takes the cluster most data dirs belong to, and rejects the others.
+// settleClusterID takes the cluster most data dirs belong to. A data dir of another cluster
+// is never a survivor; NewPlan refuses to plan with it (otherCluster is the one policy).
 func (a *Assessment) settleClusterID() {
 	a.ClusterID = majorityCluster(a.Candidates)
 	for i := range a.Candidates {
 		c := &a.Candidates[i]
-		if c.Rejected == "" && c.ClusterID != a.ClusterID {
-			c.Rejected = fmt.Sprintf("its data belongs to cluster %s, not %s", c.ClusterID, a.ClusterID)
+		if why := a.otherCluster(*c); c.Rejected == "" && why != "" {
+			c.Rejected = why
 		}
 	}
+}
+
+// otherCluster says why c's data is not this cluster's ("" when it is, or holds no cluster
+// ID): a wrong path or a volume mixed up, whose data the recovery must neither choose nor
+// move aside as a member's old data.
+func (a *Assessment) otherCluster(c Candidate) string {
+	if c.ClusterID == etcdmedic.NoID || c.ClusterID == a.ClusterID {
+		return ""
+	}
+	return fmt.Sprintf("its data belongs to cluster %s, not %s like the others", c.ClusterID, a.ClusterID)
 }
 
 // quorumTargets are the given members, and every other voter the readable data dirs name (a

@@ -94,10 +94,10 @@ func (c Candidate) OutOfMembership() bool {
 // readCandidate reads one member's data dir offline (a running member's is locked: it is read
 // once stopped).
 func readCandidate(m MemberInput) Candidate {
-	c := Candidate{Name: m.Name, DataDir: m.DataDir, RealDataDir: m.DataDir, WALDir: m.WALDir, Source: "data dir"}
-	if abs, err := filepath.Abs(m.DataDir); err == nil {
-		c.DataDir, c.RealDataDir = abs, abs
-	}
+	// Paths are made absolute here, once: the plan records them, and apply may run from
+	// another directory.
+	c := Candidate{Name: m.Name, DataDir: absolute(m.DataDir), WALDir: absolute(m.WALDir), Source: "data dir"}
+	c.RealDataDir = c.DataDir
 	if real, err := filepath.EvalSymlinks(c.DataDir); err == nil {
 		c.RealDataDir = real
 	}

@@ -131,11 +131,9 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	if err := checkOptionNames(o, a); err != nil {
 		return nil, err
 	}
-	// A data dir of another cluster is a wrong path or a volume mixed up: the recovery would
-	// move it aside as a member's old data. Never act on another cluster's data.
 	for _, c := range a.Candidates {
-		if c.ClusterID != etcdmedic.NoID && c.ClusterID != a.ClusterID {
-			return nil, fmt.Errorf("the data dir given for %s (%s) holds data of cluster %s, not of %s like the others: check the path; etcdmedic never moves another cluster's data", c.Name, c.DataDir, c.ClusterID, a.ClusterID)
+		if why := a.otherCluster(c); why != "" {
+			return nil, fmt.Errorf("the data dir given for %s (%s): %s: check the path; etcdmedic never moves another cluster's data", c.Name, c.DataDir, why)
 		}
 	}
 	s := a.SurvivorCandidate()
@@ -186,11 +184,6 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 		if o.Runbook[c.Name] != "" || o.KubeadmJoin[c.Name] {
 			dir = c.DataDir // on another node: its path as given there, never resolved through this host's links
 		}
-		if dir == "" {
-			if dir, err = filepath.Abs(c.DataDir); err != nil {
-				return nil, err
-			}
-		}
 		if err := checkMemberOptions(o, c.Name, a); err != nil {
 			return nil, err
 		}
@@ -221,36 +214,36 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	// Members whose data is unreadable or wiped still rejoin, at the URLs the survivor's
 	// membership gives them.
 	p.Steps = []plan.Step{
-		{ID: "stop-all", Title: "stop every member (their data stays where it is)"},
-		{ID: "backup", Title: fmt.Sprintf("back up every data dir into %s with a checksum manifest, verified: the survivor's now, the others' in the background while it is rebuilt (each verified before its member is touched)", abs)},
+		plan.NewStep(StepStopAll, "", "stop every member (their data stays where it is)"),
+		plan.NewStep(StepBackup, "", fmt.Sprintf("back up every data dir into %s with a checksum manifest, verified: the survivor's now, the others' in the background while it is rebuilt (each verified before its member is touched)", abs)),
 	}
 	if src := p.FromSnapshot; src != nil {
 		p.Steps = append(p.Steps,
-			plan.Step{ID: "restore-snapshot", Title: fmt.Sprintf("quarantine %s's data, restore %s (revision %d%s) into its data dir as a one-member cluster with %s, start it and wait until it serves writes", s.Name, src.Path, src.Revision, src.bumpNote(), src.Etcdutl)},
-			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone", s.Name)})
+			plan.NewStep(StepRestoreSnapshot, "", fmt.Sprintf("quarantine %s's data, restore %s (revision %d%s) into its data dir as a one-member cluster with %s, start it and wait until it serves writes", s.Name, src.Path, src.Revision, src.bumpNote(), src.Etcdutl)),
+			plan.NewStep(StepRemoveLeftovers, "", fmt.Sprintf("make sure %s is alone", s.Name)))
 	} else if sv := p.Member(s.Name); sv.Runbook == "" {
 		p.Steps = append(p.Steps,
-			plan.Step{ID: "force-new-cluster", Title: tailCutNote(s) + fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())},
-			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)})
+			plan.NewStep(StepForceNewCluster, "", tailCutNote(s)+fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())),
+			plan.NewStep(StepRemoveLeftovers, "", fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)))
 	} else if s.TailCut != "" {
 		// The cut is made on the data dir itself, which is on the operator's node.
 		return nil, fmt.Errorf("%s, the survivor, runs from a printed runbook, but %s: run recover plan on %s's node, where etcdmedic can cut it", s.Name, s.TailCut, s.Name)
 	} else {
 		p.Steps = append(p.Steps,
-			plan.Step{ID: "force-new-cluster", Title: fmt.Sprintf("start %s alone with --force-new-cluster on its node and wait until it serves writes", s.Name)},
-			plan.Step{ID: "remove-leftovers", Title: fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)},
-			plan.Step{ID: "restart-clean", Title: fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)})
+			plan.NewStep(StepForceNewCluster, "", fmt.Sprintf("start %s alone with --force-new-cluster on its node and wait until it serves writes", s.Name)),
+			plan.NewStep(StepRemoveLeftovers, "", fmt.Sprintf("make sure %s is alone: remove any member or learner --force-new-cluster left behind (etcd #20055, #20896)", s.Name)),
+			plan.NewStep(StepRestartClean, "", fmt.Sprintf("restart %s WITHOUT --force-new-cluster (left on, the next restart would remove the members that rejoin)", s.Name)))
 	}
 	for _, m := range p.Members {
 		switch {
 		case m.Name == s.Name:
 		case m.KubeadmJoin:
-			p.Steps = append(p.Steps, plan.Step{ID: "rejoin:" + m.Name, Title: fmt.Sprintf("on node %s (printed for the operator): quarantine its old data, kubeadm reset, kubeadm join --control-plane (which adds it as a learner and promotes it); checked over the etcd API", m.Name)})
+			p.Steps = append(p.Steps, plan.NewStep(StepRejoin, m.Name, fmt.Sprintf("on node %s (printed for the operator): quarantine its old data, kubeadm reset, kubeadm join --control-plane (which adds it as a learner and promotes it); checked over the etcd API", m.Name)))
 		default:
-			p.Steps = append(p.Steps, plan.Step{ID: "rejoin:" + m.Name, Title: fmt.Sprintf("quarantine %s's old data (never deleted), add it back as a learner, start it, wait until caught up, promote", m.Name)})
+			p.Steps = append(p.Steps, plan.NewStep(StepRejoin, m.Name, fmt.Sprintf("quarantine %s's old data (never deleted), add it back as a learner, start it, wait until caught up, promote", m.Name)))
 		}
 	}
-	p.Steps = append(p.Steps, plan.Step{ID: "verify", Title: fmt.Sprintf("verify: every member up, a leader, no critical finding, equal hashes, revision at least %d", p.Revision)})
+	p.Steps = append(p.Steps, plan.NewStep(StepVerify, "", fmt.Sprintf("verify: every member up, a leader, no critical finding, equal hashes, revision at least %d", p.Revision)))
 	return p, nil
 }
 

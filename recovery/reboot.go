@@ -14,13 +14,13 @@ import (
 // a reboot nothing restarts them, and the remaining steps need them. Static pods come back
 // with kubelet; runbook members are the operator's.
 func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error {
-	_, forced := j.Done("force-new-cluster")
-	_, restored := j.Done("restore-snapshot")
+	_, forced := j.Done(string(StepForceNewCluster))
+	_, restored := j.Done(string(StepRestoreSnapshot))
 	for _, m := range a.Plan.Members {
 		if m.Manifest != "" || m.Runbook != "" {
 			continue
 		}
-		_, rejoined := j.Done("rejoin:" + m.Name)
+		_, rejoined := j.Done(plan.StepID(StepRejoin, m.Name))
 		if !(rejoined || (m.Name == a.Plan.Survivor && (forced || restored))) {
 			continue
 		}

@@ -36,7 +36,7 @@ func failf(hint string, format string, args ...any) error {
 	return &cliError{code: exitFailed, err: fmt.Errorf(format, args...), hint: hint}
 }
 
-// withExit ends a command that did run with a non-zero verdict (findings) without an error line.
+// verdict ends a command that did run with a non-zero exit code (findings) without an error line.
 type verdict struct{ code int }
 
 func (v verdict) Error() string { return fmt.Sprintf("exit %d", v.code) }
