@@ -7,6 +7,14 @@ import (
 )
 
 func (tablePrinter) Sandbox(w io.Writer, r sandboxResult) error {
+	switch {
+	case r.Purged:
+		_, err := fmt.Fprintf(w, "sandbox stopped and %s removed\n", r.Dir)
+		return err
+	case r.Stopped:
+		_, err := fmt.Fprintf(w, "sandbox stopped; data dirs and logs kept in %s\n", r.Dir)
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPID\tSTATE\tID\tLEADER\tLEARNER\tRAFT TERM\tRAFT INDEX\tREVISION\tCLIENT URL\tDATA DIR")
 	for _, m := range r.Members {

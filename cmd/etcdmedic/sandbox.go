@@ -18,12 +18,21 @@ const defaultSandboxDir = "etcdmedic-sandbox"
 // sandboxResult is what sandbox commands print.
 type sandboxResult struct {
 	Dir     string                 `json:"dir"`
-	Env     string                 `json:"env"`
+	Env     string                 `json:"env,omitempty"`
 	Members []sandbox.MemberStatus `json:"members"`
+	// Stopped and Purged say what sandbox down did.
+	Stopped bool `json:"stopped,omitempty"`
+	Purged  bool `json:"purged,omitempty"`
+}
+
+// sandboxOptions are the flags every sandbox subcommand shares.
+type sandboxOptions struct {
+	global *globalOptions
+	dir    string
 }
 
 func newSandboxCommand(opts *globalOptions) *cobra.Command {
-	var dir string
+	o := &sandboxOptions{global: opts}
 	cmd := &cobra.Command{
 		Use:   "sandbox",
 		Short: "Run a local etcd cluster on 127.0.0.1 to try etcdmedic on",
@@ -31,9 +40,22 @@ func newSandboxCommand(opts *globalOptions) *cobra.Command {
 into etcdmedic, with data dirs and logs in one folder (--dir). Members can be stopped, killed
 and restarted one at a time, like real nodes.`,
 	}
-	cmd.PersistentFlags().StringVar(&dir, "dir", defaultSandboxDir, "folder holding the sandbox's data dirs, logs and state")
+	cmd.PersistentFlags().StringVar(&o.dir, "dir", defaultSandboxDir, "folder holding the sandbox's data dirs, logs and state")
+	cmd.AddCommand(
+		newSandboxUpCommand(o),
+		newSandboxStatusCommand(o),
+		newSandboxDownCommand(o),
+		newSandboxStopCommand(o),
+		newSandboxKillCommand(o),
+		newSandboxStartCommand(o),
+		newSandboxDemoCommand(opts),
+	)
+	return cmd
+}
+
+func newSandboxUpCommand(o *sandboxOptions) *cobra.Command {
 	var members int
-	up := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a new sandbox cluster",
 		Args:  cobra.NoArgs,
@@ -42,87 +64,102 @@ and restarted one at a time, like real nodes.`,
 			if err != nil {
 				return err
 			}
-			sb, err := sandbox.Up(cmd.Context(), sandbox.Options{Dir: dir, Members: members, Command: command})
+			sb, err := sandbox.Up(cmd.Context(), sandbox.Options{Dir: o.dir, Members: members, Command: command})
 			if err != nil {
-				return failf("member logs are in "+dir, "sandbox up: %v", err)
+				return failf("member logs are in "+o.dir, "sandbox up: %v", err)
 			}
-			return printSandbox(cmd, opts, sb)
+			return o.print(cmd, sb)
 		},
 	}
-	up.Flags().IntVar(&members, "members", 3, "number of members")
-	status := &cobra.Command{
+	cmd.Flags().IntVar(&members, "members", 3, "number of members")
+	return cmd
+}
+
+func newSandboxStatusCommand(o *sandboxOptions) *cobra.Command {
+	return &cobra.Command{
 		Use:   "status",
 		Short: "Show each sandbox member's process and raft status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sb, err := loadSandbox(dir)
+			sb, err := loadSandbox(o.dir)
 			if err != nil {
 				return err
 			}
-			return printSandbox(cmd, opts, sb)
+			return o.print(cmd, sb)
 		},
 	}
+}
+
+func newSandboxDownCommand(o *sandboxOptions) *cobra.Command {
 	var purge bool
-	down := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop every sandbox member (data stays unless --purge)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sb, err := loadSandbox(dir)
+			sb, err := loadSandbox(o.dir)
 			if err != nil {
 				return err
 			}
 			if err := sb.Down(10 * time.Second); err != nil {
 				// Not purged: a member that is still running keeps its data dir.
-				return failf("the members whose etcd was found were stopped; see etcdmedic sandbox status --dir "+dir, "sandbox down: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+				return failf("the members whose etcd was found were stopped; see etcdmedic sandbox status --dir "+o.dir, "sandbox down: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 			}
+			res := sandboxResult{Dir: sb.Dir, Members: []sandbox.MemberStatus{}, Stopped: true}
 			if purge {
 				if err := os.RemoveAll(sb.Dir); err != nil {
 					return fmt.Errorf("remove sandbox dir: %w", err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "sandbox stopped and %s removed\n", sb.Dir)
-				return nil
+				res.Purged = true
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "sandbox stopped; data dirs and logs kept in %s\n", sb.Dir)
-			return nil
+			p, _ := printerFor(o.global.writeOut)
+			return p.Sandbox(cmd.OutOrStdout(), res)
 		},
 	}
-	down.Flags().BoolVar(&purge, "purge", false, "also delete the sandbox folder (its data dirs and logs)")
-	memberCmd := func(use, short string, act func(sb *sandbox.Sandbox, name string) error) *cobra.Command {
-		return &cobra.Command{
-			Use:   use + " MEMBER",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				sb, err := loadSandbox(dir)
-				if err != nil {
-					return err
-				}
-				if err := act(sb, args[0]); err != nil {
-					return failf("see etcdmedic sandbox status --dir "+dir, "%s %s: %v", use, args[0], err)
-				}
-				return printSandbox(cmd, opts, sb)
-			},
+	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the sandbox folder (its data dirs and logs)")
+	return cmd
+}
+
+func newSandboxStopCommand(o *sandboxOptions) *cobra.Command {
+	return o.memberCommand("stop", "Stop one member gracefully (SIGTERM), keeping its data", func(sb *sandbox.Sandbox, name string) error {
+		return sb.StopMember(name, 10*time.Second)
+	})
+}
+
+func newSandboxKillCommand(o *sandboxOptions) *cobra.Command {
+	return o.memberCommand("kill", "Kill one member at once (SIGKILL), like a power loss", func(sb *sandbox.Sandbox, name string) error {
+		return sb.KillMember(name)
+	})
+}
+
+func newSandboxStartCommand(o *sandboxOptions) *cobra.Command {
+	return o.memberCommand("start", "Restart a stopped member on its data dir", func(sb *sandbox.Sandbox, name string) error {
+		command, err := linkedEtcdCommandLine()
+		if err != nil {
+			return err
 		}
-	}
-	cmd.AddCommand(up, status, down,
-		memberCmd("stop", "Stop one member gracefully (SIGTERM), keeping its data", func(sb *sandbox.Sandbox, name string) error {
-			return sb.StopMember(name, 10*time.Second)
-		}),
-		memberCmd("kill", "Kill one member at once (SIGKILL), like a power loss", func(sb *sandbox.Sandbox, name string) error {
-			return sb.KillMember(name)
-		}),
-		memberCmd("start", "Restart a stopped member on its data dir", func(sb *sandbox.Sandbox, name string) error {
-			command, err := linkedEtcdCommandLine()
+		sb.Command = command
+		return sb.StartMember(name)
+	})
+}
+
+// memberCommand is a subcommand that acts on one member, then shows the sandbox.
+func (o *sandboxOptions) memberCommand(use, short string, act func(sb *sandbox.Sandbox, name string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use + " MEMBER",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sb, err := loadSandbox(o.dir)
 			if err != nil {
 				return err
 			}
-			sb.Command = command
-			return sb.StartMember(name)
-		}),
-		newSandboxDemoCommand(opts),
-	)
-	return cmd
+			if err := act(sb, args[0]); err != nil {
+				return failf("see etcdmedic sandbox status --dir "+o.dir, "%s %s: %v", use, args[0], err)
+			}
+			return o.print(cmd, sb)
+		},
+	}
 }
 
 func loadSandbox(dir string) (*sandbox.Sandbox, error) {
@@ -133,10 +170,11 @@ func loadSandbox(dir string) (*sandbox.Sandbox, error) {
 	return sb, nil
 }
 
-func printSandbox(cmd *cobra.Command, opts *globalOptions, sb *sandbox.Sandbox) error {
+// print shows every member's process and raft status.
+func (o *sandboxOptions) print(cmd *cobra.Command, sb *sandbox.Sandbox) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 	defer cancel()
-	p, _ := printerFor(opts.writeOut)
+	p, _ := printerFor(o.global.writeOut)
 	return p.Sandbox(cmd.OutOrStdout(), sandboxResult{Dir: sb.Dir, Env: sb.Env(), Members: sb.Status(ctx)})
 }
 
