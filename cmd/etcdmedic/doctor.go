@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -111,6 +113,7 @@ func doctorVerdict(res doctorResult) error {
 func (o *doctorOptions) runWatch(ctx context.Context, cmd *cobra.Command, opts *globalOptions) error {
 	out := cmd.OutOrStdout()
 	p, _ := printerFor(opts.writeOut)
+	events := watchPrinter{w: out, json: opts.writeOut == "json"}
 	var prev *doctorResult
 	var last error
 	for round := 1; ; round++ {
@@ -123,8 +126,10 @@ func (o *doctorOptions) runWatch(ctx context.Context, cmd *cobra.Command, opts *
 				return err
 			}
 		} else {
-			for _, line := range watchChanges(*prev, res) {
-				fmt.Fprintf(out, "%s %s\n", res.TakenAt.Format(time.RFC3339), line)
+			for _, c := range finding.Changes(prev.judged(), res.judged()) {
+				if err := events.change(res.TakenAt, c); err != nil {
+					return err
+				}
 			}
 		}
 		prev = &res
@@ -140,59 +145,26 @@ func (o *doctorOptions) runWatch(ctx context.Context, cmd *cobra.Command, opts *
 	}
 }
 
-// watchChanges lists what differs between two rounds: findings that appeared or cleared, and
-// members that went up or down or changed role.
-func watchChanges(prev, cur doctorResult) []string {
-	key := func(f finding.Finding) string { return f.ID + " " + f.Subject }
-	before, after := map[string]finding.Finding{}, map[string]finding.Finding{}
-	for _, f := range prev.Findings {
-		before[key(f)] = f
+func (r doctorResult) judged() finding.Judged {
+	return finding.Judged{View: r.View, Findings: r.Findings}
+}
+
+// watchPrinter prints doctor --watch's changes: a line of text each, or with -w json one JSON
+// object per line (after the first round's document), for a log shipper to follow.
+type watchPrinter struct {
+	w    io.Writer
+	json bool
+}
+
+func (p watchPrinter) change(at time.Time, c finding.Change) error {
+	if !p.json {
+		_, err := fmt.Fprintf(p.w, "%s %s\n", at.Format(time.RFC3339), c)
+		return err
 	}
-	for _, f := range cur.Findings {
-		after[key(f)] = f
-	}
-	var lines []string
-	for _, f := range cur.Findings {
-		if _, ok := before[key(f)]; !ok {
-			lines = append(lines, fmt.Sprintf("+ [%s] %s: %s", strings.ToUpper(string(f.Severity)), f.ID, f.Summary))
-		}
-	}
-	for _, f := range prev.Findings {
-		if _, ok := after[key(f)]; !ok {
-			lines = append(lines, fmt.Sprintf("- cleared %s: %s", f.ID, f.Summary))
-		}
-	}
-	state := func(v *cluster.View) map[string]string {
-		s := map[string]string{}
-		for _, m := range v.Members {
-			st := "down"
-			if m.Up() {
-				st = "up"
-				if m.IsLearner {
-					st += ", learner"
-				}
-				if m.Probe.Status.Leader == m.ID {
-					st += ", leader"
-				}
-			}
-			s[m.ShortLabel()] = st
-		}
-		return s
-	}
-	was, is := state(prev.View), state(cur.View)
-	for name, st := range is {
-		if was[name] == "" {
-			lines = append(lines, fmt.Sprintf("member %s joined the membership (%s)", name, st))
-		} else if was[name] != st {
-			lines = append(lines, fmt.Sprintf("member %s: %s -> %s", name, was[name], st))
-		}
-	}
-	for name := range was {
-		if is[name] == "" {
-			lines = append(lines, fmt.Sprintf("member %s left the membership", name))
-		}
-	}
-	return lines
+	return json.NewEncoder(p.w).Encode(struct {
+		Time time.Time `json:"time"`
+		finding.Change
+	}{at, c})
 }
 
 func isFailure(err error) bool {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/deployment"
 	"github.com/etcdmedic/etcdmedic/finding"
@@ -53,7 +54,7 @@ Exit codes: 0 nothing found, 1 warnings, 2 critical findings, 3 could not inspec
 			}
 			var report *datadir.Report
 			if live.endpoint != "" {
-				report, err = inspectLiveCopy(cmd.Context(), dataDir, live, datadir.Options{Deep: deep, WALDir: walDir})
+				report, err = cluster.InspectRunning(cmd.Context(), live.conn(), live.endpoint, dataDir, datadir.Options{Deep: deep, WALDir: walDir})
 			} else {
 				report, err = datadir.Inspect(dataDir, datadir.Options{Deep: deep, WALDir: walDir})
 			}
@@ -85,6 +86,18 @@ Exit codes: 0 nothing found, 1 warnings, 2 critical findings, 3 could not inspec
 	cmd.Flags().BoolVar(&live.insecureSkipVerify, "insecure-skip-tls-verify", false, "with --live-endpoint: do not verify the member's certificate")
 	cmd.Flags().DurationVar(&live.timeout, "command-timeout", 60*time.Second, "with --live-endpoint: time allowed to take the db snapshot")
 	return cmd
+}
+
+// liveCopyOptions say how to reach a running member to copy its db consistently.
+type liveCopyOptions struct {
+	endpoint           string
+	cacert, cert, key  string
+	insecureSkipVerify bool
+	timeout            time.Duration
+}
+
+func (o liveCopyOptions) conn() cluster.Conn {
+	return cluster.Conn{Endpoints: []string{o.endpoint}, CACert: o.cacert, Cert: o.cert, Key: o.key, InsecureSkipVerify: o.insecureSkipVerify, DialTimeout: 5 * time.Second, CommandTimeout: o.timeout}
 }
 
 func inspectError(err error) error {

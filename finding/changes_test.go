@@ -1,0 +1,66 @@
+package finding
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+)
+
+func judged(ps []*cluster.Probe) Judged {
+	v := cluster.BuildView(ps, time.Unix(0, 0))
+	return Judged{View: v, Findings: ForCluster(v, DefaultClusterRules())}
+}
+
+func down(p *cluster.Probe) { p.Reached, p.Status, p.Error = false, nil, "connection refused" }
+
+// What doctor --watch prints between two rounds, each row a moment of incident 2.
+func TestChangesBetweenTwoLooks(t *testing.T) {
+	healthy := func() []*cluster.Probe {
+		return withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100)}, "a", "b", "c")
+	}
+	oneDown := func() []*cluster.Probe {
+		return withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100, down)}, "a", "b", "c")
+	}
+	twoDown := func() []*cluster.Probe {
+		return withMembers([]*cluster.Probe{probe("a", "0", 100), probe("b", "a", 100, down), probe("c", "a", 100, down)}, "a", "b", "c")
+	}
+	for _, tc := range []struct {
+		name      string
+		prev, cur []*cluster.Probe
+		want      []string
+	}{
+		{"nothing changed", healthy(), healthy(), nil},
+		{"one member drops out", healthy(), oneDown(), []string{
+			"+ [WARNING] member-unreachable", "member nc: up -> down"}},
+		{"the second one goes: quorum lost", oneDown(), twoDown(), []string{
+			"+ [CRITICAL] quorum-lost", "member na: up, leader -> up", "member nb: up -> down"}},
+		{"repaired", twoDown(), healthy(), []string{
+			"- cleared quorum-lost", "member na: up -> up, leader", "member nb: down -> up", "member nc: down -> up"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, c := range Changes(judged(tc.prev), judged(tc.cur)) {
+				got = append(got, c.String())
+			}
+			for _, w := range tc.want {
+				if !containsPrefix(got, w) {
+					t.Errorf("changes %q: want a line starting %q", got, w)
+				}
+			}
+			if tc.want == nil && len(got) > 0 {
+				t.Errorf("changes %q, want none", got)
+			}
+		})
+	}
+}
+
+func containsPrefix(lines []string, prefix string) bool {
+	for _, l := range lines {
+		if strings.HasPrefix(l, prefix) {
+			return true
+		}
+	}
+	return false
+}
