@@ -15,6 +15,7 @@ import (
 	"github.com/etcdmedic/etcdmedic"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/runtime"
@@ -230,6 +231,10 @@ func retryable(err error) bool {
 	return false
 }
 
+// errNotSupportedForLearner is etcd's refusal of a request a learner cannot serve, as the
+// client returns it (the client package names no error value for it).
+var errNotSupportedForLearner = rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
+
 // retryUnhealthy retries a membership change refused with "unhealthy cluster" (etcd waits
 // until every voter has been connected for 5 s after a change) for up to 30 s.
 func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, error)) (T, error) {
@@ -241,7 +246,7 @@ func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, err
 		rcancel()
 		// "unhealthy cluster": a voter connected less than 5 s ago. "not supported for learner":
 		// the request reached a member promoted a moment ago that has not applied it yet.
-		if err == nil || !(strings.Contains(err.Error(), "unhealthy cluster") || strings.Contains(err.Error(), "rpc not supported for learner")) {
+		if err == nil || !(errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, errNotSupportedForLearner)) {
 			return v, err
 		}
 		select {
