@@ -127,37 +127,21 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			} else if snap.BumpRevision > 0 || snap.MarkCompacted || snap.Etcdutl != "" {
 				return failf("", "--bump-revision, --mark-compacted and --etcdutl go with --from-snapshot FILE")
 			}
-			// plan may stop members and writes the plan dir: one run at a time on them.
-			targets := []string{planDir}
-			for _, m := range members {
-				targets = append(targets, m.DataDir)
-			}
-			release, err := runlock.AcquireAll(targets, "recover plan")
-			if err != nil {
-				return lockFailed(err)
-			}
-			defer release()
 			conn := cf.conn
 			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
 				conn.Endpoints = nil // the members' own client URLs are probed
 			}
-			a, err := recovery.Assess(cmd.Context(), members, recovery.AssessOptions{Conn: conn, Survivor: survivor,
-				Stopper: recovery.Stopper(po, local.Runtime{}), Down: po.Down, FromSnapshot: po.Snapshot != nil,
-				BackupDir: po.BackupDir, Manifests: po.Manifests})
-			if errors.Is(err, recovery.ErrNotNeeded) || errors.Is(err, recovery.ErrCannotTell) {
+			p, a, err := recovery.MakePlan(cmd.Context(), recovery.MakePlanOptions{PlanDir: planDir, Members: members, Plan: po,
+				Assess: recovery.AssessOptions{Conn: conn, Survivor: survivor, Stopper: recovery.Stopper(po, local.Runtime{}), Down: po.Down,
+					FromSnapshot: po.Snapshot != nil, BackupDir: po.BackupDir, Manifests: po.Manifests}})
+			var notLocked recovery.LockError
+			switch {
+			case errors.Is(err, recovery.ErrNotNeeded) || errors.Is(err, recovery.ErrCannotTell):
 				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
-			}
-			if err != nil {
+			case errors.As(err, &notLocked):
+				return lockFailed(notLocked.Err)
+			case err != nil:
 				return failf(stoppedByPlan(a), "%v", err)
-			}
-			p, err := recovery.NewPlan(a, po, time.Now())
-			if err != nil {
-				a.DiscardSurvivorBackup()
-				return failf(stoppedByPlan(a), "%v", err)
-			}
-			if err := p.Save(planDir); err != nil {
-				a.DiscardSurvivorBackup()
-				return failf("", "save the plan: %v", err)
 			}
 			pr, _ := printerFor(opts.writeOut)
 			return pr.RecoverPlan(cmd.OutOrStdout(), recoverPlanResult{PlanDir: planDir, Plan: p})
