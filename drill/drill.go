@@ -184,3 +184,22 @@ func stopAll(sb *sandbox.Sandbox, rt local.Runtime) {
 		rt.Stop(context.Background(), runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir})
 	}
 }
+
+// RunAll runs the drills one after the other in env and returns every result, and how many
+// failed (a skipped drill did not fail). A drill that errs is reported on env.Out and the next
+// one runs.
+func RunAll(ctx context.Context, drills []Drill, env Env) ([]*Result, int) {
+	var results []*Result
+	failed := 0
+	for _, d := range drills {
+		r, err := Run(ctx, d, env)
+		results = append(results, r)
+		if err != nil && env.Out != nil {
+			fmt.Fprintf(env.Out, "  FAILED: %v\n", err)
+		}
+		if !r.Passed && r.Skipped == "" {
+			failed++
+		}
+	}
+	return results, failed
+}

@@ -98,18 +98,9 @@ Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 oth
 			if opts.writeOut != "json" {
 				progress = cmd.OutOrStdout()
 			}
-			var res drillResult
-			failed := 0
-			for _, d := range drills {
-				r, err := drill.Run(cmd.Context(), d, drill.Env{Dir: dir, Command: command, CrashFS: crashFS, Etcdmedic: command[0], Naive: naive, Out: progress})
-				res.Results = append(res.Results, r)
-				if err != nil {
-					fmt.Fprintf(progress, "  FAILED: %v\n", err)
-				}
-				if !r.Passed && r.Skipped == "" {
-					failed++
-				}
-			}
+			env := drill.Env{Dir: dir, Command: command, CrashFS: crashFS, Etcdmedic: command[0], Naive: naive, Out: progress}
+			results, failed := drill.RunAll(cmd.Context(), drills, env)
+			res := drillResult{Results: results}
 			p, _ := printerFor(opts.writeOut)
 			if err := p.Drill(cmd.OutOrStdout(), res); err != nil {
 				return err
