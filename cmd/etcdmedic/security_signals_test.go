@@ -123,11 +123,11 @@ func TestSIGTERMMidCopyLeavesNothingBehind(t *testing.T) {
 	c := clusterWithSecrets(t)
 	m := c.Member("m1")
 	t.Run("upgrade check --fetch-backends", func(t *testing.T) {
-		interruptMidCopy(t, m, "etcdmedic-fetch-*/db",
+		interruptMidCopy(t, m, "etcdmedic-fetch-*/db.partial",
 			"upgrade", "check", "--to", "v3.7.3", "--endpoints", strings.Join(c.Endpoints(), ","), "--fetch-backends")
 	})
 	t.Run("inspect --live-endpoint", func(t *testing.T) {
-		interruptMidCopy(t, m, "etcdmedic-livecopy-*/member/snap/db",
+		interruptMidCopy(t, m, "etcdmedic-livecopy-*/member/snap/db.partial",
 			"inspect", m.DataDir, "--live-endpoint", m.ClientURL)
 	})
 }
