@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -189,43 +187,14 @@ func (a *Applier) check(ctx context.Context, hop int) error {
 
 // fetchDrift reads one member's db through the snapshot API and returns its membership drift.
 func fetchDrift(ctx context.Context, conn cluster.Conn, endpoint string) ([]datadir.Drift, error) {
-	tmp, err := os.MkdirTemp("", "etcdmedic-upgrade-")
+	r, err := fetchReport(ctx, conn, endpoint)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	cli, err := conn.ClientFor(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	path := filepath.Join(tmp, "db")
-	if err := saveDB(ctx, cli, path); err != nil {
-		return nil, err
-	}
-	r, err := datadir.Inspect(path, datadir.Options{})
-	if err != nil {
-		return nil, err
+	if r.Membership == nil {
+		return nil, fmt.Errorf("no membership in the db of %s: %s", endpoint, r.MembershipError)
 	}
 	return r.Membership.Drifts(), nil
-}
-
-func saveDB(ctx context.Context, cli *clientv3.Client, path string) error {
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	// The copy holds every Secret of the cluster: its owner's only (the folder is MkdirTemp's 0700).
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func sameMinor(a, b string) bool {
