@@ -220,7 +220,15 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply PLAN_DIR --yes",
 		Short: "Carry out (or resume) an upgrade plan, one member at a time, stopping on any regression",
-		Args:  cobra.ExactArgs(1),
+		Long: `Carries out an upgrade plan made by upgrade plan, one step at a time, each recorded in the
+plan's journal: run again after a failure or an interruption, it skips the steps done.
+
+Progress: with -w table, a line per step and per event on stderr, and the step timings on
+stdout at the end. With -w json, stdout is JSON lines: one object per event as it happens
+({"time","event","member","step","message"}; event is step-started, step-skipped,
+step-finished, step-failed, snapshot-saved, leader-moved, member-restarted or
+member-started-again), then the result ({"planDir","report","error"}) as the last line.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := upgrade.LoadPlan(args[0])
 			if err != nil {
@@ -244,15 +252,19 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			ap := &upgrade.Applier{Plan: p, Dir: args[0], Conn: cf.conn, Out: cmd.ErrOrStderr(), Timeout: timeout}
-			timings, err := ap.Apply(cmd.Context())
-			for _, t := range timings {
-				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %s\n", t.Step, t.Duration.Round(10*time.Millisecond))
+			progress := newProgress(opts.writeOut, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ap := &upgrade.Applier{Plan: p, Dir: args[0], Conn: cf.conn, Progress: upgradeProgress(progress), Timeout: timeout}
+			applied, err := ap.Apply(cmd.Context())
+			res := upgradeApplyResult{PlanDir: args[0], Report: applied}
+			if err != nil {
+				res.Error = err.Error()
+			}
+			if perr := pr.UpgradeApply(cmd.OutOrStdout(), res); perr != nil {
+				return perr
 			}
 			if err != nil {
 				return failf(fmt.Sprintf("fix the cause, then run etcdmedic upgrade apply %s --yes again: done steps are skipped", args[0]), "%v", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "upgraded to %s\n", p.Target)
 			return nil
 		},
 	}
@@ -260,4 +272,27 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().BoolVar(&yes, "yes", false, "really restart the members")
 	cmd.Flags().DurationVar(&timeout, "step-timeout", 2*time.Minute, "how long a restarted member may take to serve and catch up")
 	return cmd
+}
+
+// upgradeApplyResult is what upgrade apply prints at its end.
+type upgradeApplyResult struct {
+	PlanDir string           `json:"planDir"`
+	Report  *upgrade.Applied `json:"report"`
+	// Error is why this run stopped ("": it finished); running apply again resumes there.
+	Error string `json:"error,omitempty"`
+}
+
+// upgradeProgress shows apply's events: each step as a heading, what happens in it under
+// it; a step's end and failure for programs only (the timings and the error line say them).
+func upgradeProgress(p *progress) func(upgrade.Event) {
+	return func(e upgrade.Event) {
+		line := detailLine
+		switch e.Kind {
+		case upgrade.StepStarted, upgrade.StepSkipped:
+			line = headingLine
+		case upgrade.StepFinished, upgrade.StepFailed:
+			line = noLine
+		}
+		p.event(progressEvent{Event: string(e.Kind), Member: e.Member, Step: e.Step, Message: e.Message, line: line})
+	}
 }
