@@ -5,8 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,27 +22,121 @@ import (
 
 // Applier carries out an upgrade plan through the local process runtime.
 type Applier struct {
-	Plan    *Plan
-	Dir     string
-	Conn    cluster.Conn // TLS and timeouts; endpoints come from the plan
-	Out     io.Writer
-	Timeout time.Duration
+	Plan *Plan
+	Dir  string
+	Conn cluster.Conn // TLS and timeouts; endpoints come from the plan
+	// Progress receives each event as it happens (nil: none is reported).
+	Progress func(Event)
+	Timeout  time.Duration
+	// Now is the clock of the step timings (nil: time.Now).
+	Now func() time.Time
 }
 
-// Apply runs the plan's steps, skipping those the journal says are done.
-func (a *Applier) Apply(ctx context.Context) ([]plan.Timing, error) {
+// Applied is what one run of apply did.
+type Applied struct {
+	From   string `json:"from"`
+	Target string `json:"target"`
+	// Upgraded: every step of the plan is done, every member runs the target.
+	Upgraded bool          `json:"upgraded"`
+	Timings  []plan.Timing `json:"timings"`
+}
+
+// Event is one thing apply does, reported as it happens.
+type Event struct {
+	Kind EventKind
+	// Step is the plan step it belongs to ("": before the steps).
+	Step string
+	// Member is the member it is about ("": the cluster).
+	Member  string
+	Message string // one line for the operator
+}
+
+// EventKind says what happened. The values are stable: programs read them (upgrade apply -w json).
+type EventKind string
+
+const (
+	StepSkipped   EventKind = "step-skipped" // done in an earlier run
+	StepStarted   EventKind = "step-started"
+	StepFinished  EventKind = "step-finished"
+	StepFailed    EventKind = "step-failed"
+	SnapshotSaved EventKind = "snapshot-saved"
+	LeaderMoved   EventKind = "leader-moved"
+	// MemberRestarted: the member serves on the hop's version and the cluster is healthy.
+	MemberRestarted EventKind = "member-restarted"
+	// MemberStartedAgain: found down before the steps (a reboot), started on the version it was on.
+	MemberStartedAgain EventKind = "member-started-again"
+)
+
+// Apply runs the plan's steps, skipping those the journal says are done. What it did is
+// returned also when it fails.
+func (a *Applier) Apply(ctx context.Context) (*Applied, error) {
 	if a.Timeout == 0 {
 		a.Timeout = 2 * time.Minute
 	}
+	res := &Applied{From: a.Plan.From, Target: a.Plan.Target, Timings: []plan.Timing{}}
 	j, err := plan.OpenJournal(a.Dir)
 	if err != nil {
-		return nil, err
+		return res, err
 	}
-	if err := a.restartAfterReboot(ctx, j, a.Out); err != nil {
-		return nil, err
+	if err := a.restartAfterReboot(ctx, j); err != nil {
+		return res, err
 	}
-	ex := &plan.Executor{Journal: j, Out: a.Out}
-	return ex.Run(ctx, a.Plan.Steps, a.run)
+	// The executor's own lines are text for a terminal: apply reports its steps as events.
+	ex := &plan.Executor{Journal: j, Out: io.Discard, Now: a.Now}
+	timings, err := ex.Run(ctx, a.Plan.Steps, a.reportSteps(j))
+	res.Timings = append(res.Timings, timings...)
+	res.Upgraded = err == nil
+	return res, err
+}
+
+func (a *Applier) report(e Event) {
+	if a.Progress != nil {
+		a.Progress(e)
+	}
+}
+
+func (a *Applier) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// reportSteps reports the steps done in an earlier run as skipped, now (the executor stops at
+// the first failure, so they come first), and wraps run to report each other step as it
+// starts and ends.
+func (a *Applier) reportSteps(j *plan.Journal) func(context.Context, plan.Step) error {
+	steps := a.Plan.Steps
+	interrupted := map[string]bool{}
+	for i, s := range steps {
+		if at, done := j.Done(s.ID); done {
+			a.report(Event{Kind: StepSkipped, Step: s.ID, Member: stepMember(s.ID),
+				Message: fmt.Sprintf("[%d/%d] %s: done at %s, skipping", i+1, len(steps), s.Title, at.Format(time.RFC3339))})
+		} else if _, started := j.StartedAt(s.ID); started {
+			interrupted[s.ID] = true
+		}
+	}
+	return func(ctx context.Context, s plan.Step) error {
+		n := fmt.Sprintf("[%d/%d]", slices.IndexFunc(steps, func(o plan.Step) bool { return o.ID == s.ID })+1, len(steps))
+		resumed := ""
+		if interrupted[s.ID] {
+			resumed = " (resuming: it was interrupted)"
+		}
+		a.report(Event{Kind: StepStarted, Step: s.ID, Member: stepMember(s.ID), Message: n + " " + s.Title + resumed})
+		began := a.now()
+		if err := a.run(ctx, s); err != nil {
+			a.report(Event{Kind: StepFailed, Step: s.ID, Member: stepMember(s.ID), Message: n + " " + err.Error()})
+			return err
+		}
+		a.report(Event{Kind: StepFinished, Step: s.ID, Member: stepMember(s.ID), Message: fmt.Sprintf("%s done in %s", n, a.now().Sub(began).Round(10*time.Millisecond))})
+		return nil
+	}
+}
+
+// stepMember is the member a step restarts ("": a step of the whole cluster).
+func stepMember(id string) string {
+	_, name, _ := stepParts(id)
+	return name
 }
 
 // conn reaches every member of the plan.
@@ -61,7 +154,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step) error {
 		v := cluster.Observe(ctx, a.conn())
 		b, err := member.SaveSnapshot(ctx, a.conn(), v, a.Plan.BackupDir, nil)
 		if err == nil {
-			fmt.Fprintf(a.Out, "    %s (%d bytes, sha256 %s)\n", b.Path, b.Bytes, b.SHA256)
+			a.report(Event{Kind: SnapshotSaved, Step: s.ID, Message: fmt.Sprintf("%s (%d bytes, sha256 %s)", b.Path, b.Bytes, b.SHA256)})
 		}
 		return err
 	case s.ID == "downgrade-enable":
@@ -71,7 +164,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step) error {
 		if !ok || h >= len(a.Plan.Hops) {
 			return fmt.Errorf("unknown step %q", s.ID)
 		}
-		return a.restart(ctx, a.Plan.member(name), a.Plan.Hops[h])
+		return a.restart(ctx, s.ID, a.Plan.member(name), a.Plan.Hops[h])
 	case strings.HasPrefix(s.ID, "check"):
 		var h int
 		fmt.Sscanf(strings.TrimPrefix(s.ID, "check"), "%d", &h)
@@ -93,8 +186,8 @@ func (a *Applier) spec(m Member) runtime.MemberSpec {
 
 // restart moves leadership away from m if it leads, stops it, starts it on the hop's binary,
 // and waits until it serves on that version and the cluster is healthy.
-func (a *Applier) restart(ctx context.Context, m Member, hop Hop) error {
-	if err := a.moveLeaderAway(ctx, m); err != nil {
+func (a *Applier) restart(ctx context.Context, step string, m Member, hop Hop) error {
+	if err := a.moveLeaderAway(ctx, step, m); err != nil {
 		return err
 	}
 	rt := local.Runtime{Command: []string{a.Plan.Binaries[hop.Version]}, Env: a.Plan.PassEnv}
@@ -125,12 +218,16 @@ func (a *Applier) restart(ctx context.Context, m Member, hop Hop) error {
 	if errors.Is(err, finding.ErrNotSettled) {
 		return fmt.Errorf("%s did not come back healthy on %s within %s (its log: %s)", m.Name, hop.Version, a.Timeout, local.LogFile(m.DataDir))
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	a.report(Event{Kind: MemberRestarted, Step: step, Member: m.Name, Message: fmt.Sprintf("%s serves on %s, the cluster healthy", m.Name, hop.Version)})
+	return nil
 }
 
 // moveLeaderAway hands leadership to another voter when m leads, so that its restart causes
 // no election.
-func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
+func (a *Applier) moveLeaderAway(ctx context.Context, step string, m Member) error {
 	v := cluster.Observe(ctx, a.conn())
 	leader := v.MemberByID(v.Leader())
 	if leader == nil || leader.Name != m.Name || len(v.Members) < 2 {
@@ -150,7 +247,7 @@ func (a *Applier) moveLeaderAway(ctx context.Context, m Member) error {
 		if _, err := cli.MoveLeader(mctx, uint64(o.ID)); err != nil {
 			return fmt.Errorf("move leadership from %s to %s: %w", m.Name, o.Name, err)
 		}
-		fmt.Fprintf(a.Out, "    leadership moved from %s to %s\n", m.Name, o.Name)
+		a.report(Event{Kind: LeaderMoved, Step: step, Member: m.Name, Message: fmt.Sprintf("leadership moved from %s to %s", m.Name, o.Name)})
 		return nil
 	}
 	return nil
@@ -189,43 +286,14 @@ func (a *Applier) check(ctx context.Context, hop int) error {
 
 // fetchDrift reads one member's db through the snapshot API and returns its membership drift.
 func fetchDrift(ctx context.Context, conn cluster.Conn, endpoint string) ([]datadir.Drift, error) {
-	tmp, err := os.MkdirTemp("", "etcdmedic-upgrade-")
+	r, err := fetchReport(ctx, conn, endpoint)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	cli, err := conn.ClientFor(endpoint)
-	if err != nil {
-		return nil, err
-	}
-	defer cli.Close()
-	path := filepath.Join(tmp, "db")
-	if err := saveDB(ctx, cli, path); err != nil {
-		return nil, err
-	}
-	r, err := datadir.Inspect(path, datadir.Options{})
-	if err != nil {
-		return nil, err
+	if r.Membership == nil {
+		return nil, fmt.Errorf("no membership in the db of %s: %s", endpoint, r.MembershipError)
 	}
 	return r.Membership.Drifts(), nil
-}
-
-func saveDB(ctx context.Context, cli *clientv3.Client, path string) error {
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	// The copy holds every Secret of the cluster: its owner's only (the folder is MkdirTemp's 0700).
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, rc); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func sameMinor(a, b string) bool {

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,7 +18,7 @@ import (
 // was on: that of the last hop the journal shows started for it (a hop interrupted after its
 // restart may have run the new binary on the data already), else the plan's starting version.
 // Without that version's binary in the plan it refuses and says what to do.
-func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out io.Writer) error {
+func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error {
 	started := 0
 	for _, m := range a.Plan.Members {
 		if _, _, running := local.FindProcess(m.DataDir); running {
@@ -38,7 +37,7 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal, out i
 		if !ok {
 			return fmt.Errorf("%s does not run (the machine rebooted?) and the plan has no etcd binary for %s, the version it was on: start it on %s yourself, or make the plan again with --etcd-binary %s=PATH", m.Name, version, version, version)
 		}
-		fmt.Fprintf(out, "    %s does not run (the machine rebooted?): starting it again on %s\n", m.Name, version)
+		a.report(Event{Kind: MemberStartedAgain, Member: m.Name, Message: fmt.Sprintf("%s does not run (the machine rebooted?): starting it again on %s", m.Name, version)})
 		if err := (local.Runtime{Command: []string{bin}, Env: a.Plan.PassEnv}).Start(ctx, a.spec(m)); err != nil {
 			return err
 		}

@@ -22,6 +22,7 @@ type printer interface {
 	Drill(w io.Writer, r drillResult) error
 	UpgradeCheck(w io.Writer, r *upgrade.Report) error
 	UpgradePlan(w io.Writer, p *upgrade.Plan) error
+	UpgradeApply(w io.Writer, r upgradeApplyResult) error
 }
 
 func printerFor(format string) (printer, error) {

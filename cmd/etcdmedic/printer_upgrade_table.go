@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
@@ -54,6 +55,20 @@ func (tablePrinter) UpgradePlan(w io.Writer, p *upgrade.Plan) error {
 	fmt.Fprintln(w)
 	for i, s := range p.Steps {
 		fmt.Fprintf(w, "%2d. %s\n", i+1, s.Title)
+	}
+	return nil
+}
+
+func (tablePrinter) UpgradeApply(w io.Writer, r upgradeApplyResult) error {
+	for _, t := range r.Report.Timings {
+		if t.Skipped {
+			fmt.Fprintf(w, "%-24s done in an earlier run\n", t.Step)
+		} else {
+			fmt.Fprintf(w, "%-24s %s\n", t.Step, t.Duration.Round(10*time.Millisecond))
+		}
+	}
+	if r.Report.Upgraded {
+		fmt.Fprintf(w, "upgraded to %s\n", r.Report.Target)
 	}
 	return nil
 }

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdmedic/etcdmedic/backup"
-	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/recovery"
 	"github.com/etcdmedic/etcdmedic/runlock"
@@ -51,11 +46,16 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 			if err != nil || to == "" {
 				return failf("e.g. --to v3.6.16", "--to: %v", err)
 			}
-			facts, current, _, err := gatherFacts(cmd, &cf, dataDirs, deployed, from, fetch)
+			gather, err := gatherOptions(cmd, &cf, dataDirs, deployed, from)
 			if err != nil {
 				return err
 			}
-			rep := upgrade.Check(current, target, facts)
+			gather.FetchBackends = fetch
+			facts, err := upgrade.Gather(cmd.Context(), gather)
+			if err != nil {
+				return gatherFailed(err)
+			}
+			rep := upgrade.Check(facts.Current, target, facts.Members)
 			p, _ := printerFor(opts.writeOut)
 			if err := p.UpgradeCheck(cmd.OutOrStdout(), rep); err != nil {
 				return err
@@ -75,12 +75,50 @@ Exit codes: 0 SAFE, 2 BLOCKED, 3 could not run.`,
 	return cmd
 }
 
-type namedDir struct{ Name, DataDir, WALDir string }
+// gatherOptions reads where upgrade check finds its facts: the live cluster (--endpoints or
+// --discover-kubeadm), stopped members' data dirs, --from.
+func gatherOptions(cmd *cobra.Command, cf *connFlags, dataDirs []string, deployed memberDeployments, from string) (upgrade.GatherOptions, error) {
+	var o upgrade.GatherOptions
+	var err error
+	if o.DataDirs, err = parseOptionalDataDirs(dataDirs, deployed); err != nil {
+		return o, err
+	}
+	if from != "" {
+		if o.From, err = upgrade.ParseVersion(from); err != nil {
+			return o, failf("", "--from: %v", err)
+		}
+	}
+	if o.Online = online(cmd, cf); o.Online {
+		if err := cf.resolve(cmd.Flags()); err != nil {
+			return o, err
+		}
+		o.Conn = cf.conn
+	}
+	return o, nil
+}
+
+// online is true when the command was told how to reach the cluster.
+func online(cmd *cobra.Command, cf *connFlags) bool {
+	return cmd.Flags().Changed("endpoints") || cf.kubeadm != ""
+}
+
+// gatherFailed turns what stopped the gathering of facts into one line and a hint.
+func gatherFailed(err error) error {
+	switch {
+	case errors.Is(err, upgrade.ErrNoMemberAnswered):
+		return failf("check --endpoints and the certificates", "%v", err)
+	case errors.Is(err, upgrade.ErrVersionUnknown):
+		return failf("give --from v3.5.x for data dirs of stopped members, or --endpoints", "%v", err)
+	case errors.Is(err, datadir.ErrLocked):
+		return inspectError(err)
+	}
+	return err
+}
 
 // parseOptionalDataDirs reads --data-dir NAME=PATH, with --wal-dir NAME=PATH for a member whose
 // WAL lives apart, or the member read from how it runs (--from-process, --from-config,
 // --from-unit NAME=...).
-func parseOptionalDataDirs(specs []string, deployed memberDeployments) ([]namedDir, error) {
+func parseOptionalDataDirs(specs []string, deployed memberDeployments) ([]upgrade.DataDir, error) {
 	var members []recovery.MemberInput
 	for _, s := range specs {
 		name, path, ok := strings.Cut(s, "=")
@@ -93,116 +131,11 @@ func parseOptionalDataDirs(specs []string, deployed memberDeployments) ([]namedD
 	if err != nil {
 		return nil, err
 	}
-	var out []namedDir
+	var out []upgrade.DataDir
 	for _, m := range members {
-		out = append(out, namedDir{m.Name, m.DataDir, m.WALDir})
+		out = append(out, upgrade.DataDir{Name: m.Name, DataDir: m.DataDir, WALDir: m.WALDir})
 	}
 	return out, nil
-}
-
-// mergeFacts puts a data dir's membership facts on the member of the same name.
-func mergeFacts(facts []upgrade.MemberFacts, f upgrade.MemberFacts) []upgrade.MemberFacts {
-	for i := range facts {
-		if facts[i].Name == f.Name {
-			f.Version = facts[i].Version
-			facts[i] = f
-			return facts
-		}
-	}
-	return append(facts, f)
-}
-
-// fetchFacts streams one member's db into a temporary file and reads its v3 membership.
-func fetchFacts(ctx context.Context, conn cluster.Conn, m cluster.MemberView, f upgrade.MemberFacts) upgrade.MemberFacts {
-	tmp, err := os.MkdirTemp("", "etcdmedic-fetch-")
-	if err != nil {
-		f.Error = err.Error()
-		return f
-	}
-	defer os.RemoveAll(tmp)
-	cli, err := conn.ClientFor(m.Probe.Endpoint)
-	if err != nil {
-		f.Error = err.Error()
-		return f
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	// The copy holds every Secret of the cluster: its owner's only, in MkdirTemp's 0700 folder,
-	// and removed (the deferred RemoveAll) also when a signal cancels ctx mid-stream.
-	path := filepath.Join(tmp, "db")
-	if _, err := backup.SaveSnapshot(ctx, cli, path); err != nil {
-		f.Error = err.Error()
-		return f
-	}
-	r, err := datadir.Inspect(path, datadir.Options{})
-	if err != nil {
-		f.Error = err.Error()
-		return f
-	}
-	got := upgrade.FactsFromReport(m.Name, "fetched db", r)
-	got.Version = f.Version
-	if got.StorageVersion == "" {
-		got.StorageVersion = f.StorageVersion
-	}
-	return got
-}
-
-// gatherFacts collects versions (live) and membership (data dirs, or fetched dbs) of a cluster.
-func gatherFacts(cmd *cobra.Command, cf *connFlags, dataDirs []string, deployed memberDeployments, from string, fetch bool) ([]upgrade.MemberFacts, *upgrade.Version, *cluster.View, error) {
-	var facts []upgrade.MemberFacts
-	var current *upgrade.Version
-	var view *cluster.View
-	online := cmd.Flags().Changed("endpoints") || cf.kubeadm != ""
-	if online {
-		if err := cf.resolve(cmd.Flags()); err != nil {
-			return nil, nil, nil, err
-		}
-		view = cluster.Observe(cmd.Context(), cf.conn)
-		for _, m := range view.Members {
-			f := upgrade.MemberFacts{Name: m.Name, Source: "live status", Drifts: nil}
-			if m.Up() {
-				f.Version, f.StorageVersion = m.Probe.Status.Version, m.Probe.Status.StorageVersion
-				if ver, err := upgrade.ParseVersion(f.Version); err == nil && (current == nil || ver.LessThan(*current)) {
-					current = ver
-				}
-				if fetch && !m.IsLearner {
-					f = fetchFacts(cmd.Context(), cf.conn, m, f)
-				}
-			} else {
-				f.Error = "not reachable"
-			}
-			facts = append(facts, f)
-		}
-		if cmd.Context().Err() != nil {
-			// Interrupted (SIGINT, SIGTERM): what was probed or fetched so far backs no verdict.
-			return nil, nil, nil, fmt.Errorf("upgrade check: %w", context.Cause(cmd.Context()))
-		}
-		if len(facts) == 0 {
-			return nil, nil, nil, failf("check --endpoints and the certificates", "no member answered")
-		}
-	}
-	members, err := parseOptionalDataDirs(dataDirs, deployed)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	for _, m := range members {
-		r, err := datadir.Inspect(m.DataDir, datadir.Options{WALDir: m.WALDir})
-		if err != nil {
-			return nil, nil, nil, inspectError(err)
-		}
-		f := upgrade.FactsFromReport(m.Name, "data dir", r)
-		facts = mergeFacts(facts, f)
-	}
-	if from != "" {
-		if current, err = upgrade.ParseVersion(from); err != nil {
-			return nil, nil, nil, failf("", "--from: %v", err)
-		}
-	}
-	if current == nil {
-		return nil, nil, nil, failf("give --from v3.5.x for data dirs of stopped members, or --endpoints", "the current version is unknown")
-	}
-	return facts, current, view, nil
 }
 
 func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
@@ -241,35 +174,21 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			facts, current, view, err := gatherFacts(cmd, &cf, nil, memberDeployments{}, "", true)
-			if err != nil {
-				return err
-			}
-			if view == nil {
+			if !online(cmd, &cf) {
 				return failf("", "upgrade plan needs the live cluster: --endpoints")
 			}
-			// Followers first, the leader last: one election for the whole hop at most.
-			var members []upgrade.Member
-			ordered := append([]cluster.MemberView{}, view.Members...)
-			sort.SliceStable(ordered, func(i, j int) bool { return ordered[j].ID == view.Leader() && ordered[i].ID != view.Leader() })
-			for _, m := range ordered {
-				dir, walDir := "", ""
-				for _, d := range dirs {
-					if d.Name == m.Name {
-						dir, walDir = d.DataDir, d.WALDir
-					}
-				}
-				if dir == "" {
-					return failf("the upgrade restarts each member as a local process on its data dir", "no --data-dir for member %s", m.Name)
-				}
-				members = append(members, upgrade.Member{Name: m.Name, DataDir: dir, WALDir: walDir, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+			if err := cf.resolve(cmd.Flags()); err != nil {
+				return err
 			}
-			check := upgrade.Check(current, target, facts)
-			p, err := upgrade.NewPlan(check, current, target, members, bins, backupDir, etcdFlags, time.Now())
-			if err != nil {
-				return failf("", "%v", err)
+			p, err := upgrade.Prepare(cmd.Context(), upgrade.PrepareOptions{Conn: cf.conn, Target: target, DataDirs: dirs,
+				Binaries: bins, BackupDir: backupDir, EtcdFlags: etcdFlags, PassEnv: passed, Now: time.Now()})
+			var noDir *upgrade.NoDataDirError
+			switch {
+			case errors.As(err, &noDir):
+				return failf("the upgrade restarts each member as a local process on its data dir", "%v", err)
+			case err != nil:
+				return gatherFailed(err)
 			}
-			p.PassEnv = passed
 			l, err := runlock.Acquire(planDir, "upgrade plan")
 			if err != nil {
 				return lockFailed(err)
@@ -301,7 +220,15 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply PLAN_DIR --yes",
 		Short: "Carry out (or resume) an upgrade plan, one member at a time, stopping on any regression",
-		Args:  cobra.ExactArgs(1),
+		Long: `Carries out an upgrade plan made by upgrade plan, one step at a time, each recorded in the
+plan's journal: run again after a failure or an interruption, it skips the steps done.
+
+Progress: with -w table, a line per step and per event on stderr, and the step timings on
+stdout at the end. With -w json, stdout is JSON lines: one object per event as it happens
+({"time","event","member","step","message"}; event is step-started, step-skipped,
+step-finished, step-failed, snapshot-saved, leader-moved, member-restarted or
+member-started-again), then the result ({"planDir","report","error"}) as the last line.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := upgrade.LoadPlan(args[0])
 			if err != nil {
@@ -325,15 +252,19 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			ap := &upgrade.Applier{Plan: p, Dir: args[0], Conn: cf.conn, Out: cmd.ErrOrStderr(), Timeout: timeout}
-			timings, err := ap.Apply(cmd.Context())
-			for _, t := range timings {
-				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %s\n", t.Step, t.Duration.Round(10*time.Millisecond))
+			progress := newProgress(opts.writeOut, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			ap := &upgrade.Applier{Plan: p, Dir: args[0], Conn: cf.conn, Progress: upgradeProgress(progress), Timeout: timeout}
+			applied, err := ap.Apply(cmd.Context())
+			res := upgradeApplyResult{PlanDir: args[0], Report: applied}
+			if err != nil {
+				res.Error = err.Error()
+			}
+			if perr := pr.UpgradeApply(cmd.OutOrStdout(), res); perr != nil {
+				return perr
 			}
 			if err != nil {
 				return failf(fmt.Sprintf("fix the cause, then run etcdmedic upgrade apply %s --yes again: done steps are skipped", args[0]), "%v", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "upgraded to %s\n", p.Target)
 			return nil
 		},
 	}
@@ -341,4 +272,27 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().BoolVar(&yes, "yes", false, "really restart the members")
 	cmd.Flags().DurationVar(&timeout, "step-timeout", 2*time.Minute, "how long a restarted member may take to serve and catch up")
 	return cmd
+}
+
+// upgradeApplyResult is what upgrade apply prints at its end.
+type upgradeApplyResult struct {
+	PlanDir string           `json:"planDir"`
+	Report  *upgrade.Applied `json:"report"`
+	// Error is why this run stopped ("": it finished); running apply again resumes there.
+	Error string `json:"error,omitempty"`
+}
+
+// upgradeProgress shows apply's events: each step as a heading, what happens in it under
+// it; a step's end and failure for programs only (the timings and the error line say them).
+func upgradeProgress(p *progress) func(upgrade.Event) {
+	return func(e upgrade.Event) {
+		line := detailLine
+		switch e.Kind {
+		case upgrade.StepStarted, upgrade.StepSkipped:
+			line = headingLine
+		case upgrade.StepFinished, upgrade.StepFailed:
+			line = noLine
+		}
+		p.event(progressEvent{Event: string(e.Kind), Member: e.Member, Step: e.Step, Message: e.Message, line: line})
+	}
 }

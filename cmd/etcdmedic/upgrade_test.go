@@ -111,10 +111,11 @@ func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "HOP 2") || !strings.Contains(out, "check: BLOCKED") {
 		t.Fatalf("upgrade plan: exit %d\n%s\n%s", code, out, errOut)
 	}
-	code, out, errOut = runCLI(t, "upgrade", "apply", planDir, "--yes")
+	code, out, errOut = runCLI(t, "upgrade", "apply", planDir, "--yes", "-w", "json")
 	if code != exitOK {
 		t.Fatalf("upgrade apply: exit %d\n%s\n%s", code, out, errOut)
 	}
+	applyFollowedInJSON(t, out, "v3.6.16", "m1", "m2", "m3")
 	code, rep := upgradeCheck(t, "--to", "v3.7.3", "--endpoints", strings.Join(eps, ","), "--fetch-backends")
 	for _, m := range rep.Members {
 		if m.Version != "3.6.16" || len(m.Drifts) != 0 {
@@ -184,8 +185,13 @@ func TestDowngradePlanFromV36ToV35(t *testing.T) {
 	if code, out, errOut := runCLI(t, args...); code != exitOK || !strings.Contains(out, "DOWNGRADE") || !strings.Contains(out, "downgrade enable 3.5") {
 		t.Fatalf("downgrade plan: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if code, out, errOut := runCLI(t, "upgrade", "apply", planDir, "--yes"); code != exitOK {
+	code, out, errOut := runCLI(t, "upgrade", "apply", planDir, "--yes")
+	if code != exitOK {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// -w table: the steps for a person on stderr, the timings and the outcome on stdout.
+	if !strings.Contains(errOut, "==> [2/") || !strings.Contains(out, "upgraded to v3.5.24") {
+		t.Errorf("apply's table output:\nstdout:\n%s\nstderr:\n%s", out, errOut)
 	}
 	code, d := waitDoctor(t, eps, func(d doctorJSON) bool { return d.Quorum.VotersUp == 3 })
 	for _, m := range d.Members {
@@ -195,6 +201,35 @@ func TestDowngradePlanFromV36ToV35(t *testing.T) {
 	}
 	ledger.Stop()
 	nothingLost(t, eps, ledger)
+}
+
+// applyFollowedInJSON checks upgrade apply -w json's stdout: JSON lines, each step's start an
+// event naming its member, every member restarted on target, and the result as the last line.
+func applyFollowedInJSON(t *testing.T, out, target string, members ...string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	restarted := map[string]bool{}
+	for _, line := range lines[:len(lines)-1] {
+		var e progressEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Time.IsZero() || e.Event == "" || e.Message == "" {
+			t.Fatalf("not a progress event (%v): %s", err, line)
+		}
+		if e.Event == string(upgrade.StepStarted) && strings.HasPrefix(e.Step, "hop") && e.Member == "" {
+			t.Errorf("a hop's step without its member: %s", line)
+		}
+		if e.Event == string(upgrade.MemberRestarted) && strings.Contains(e.Message, target) {
+			restarted[e.Member] = true
+		}
+	}
+	var res upgradeApplyResult
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.Report == nil || !res.Report.Upgraded || res.Report.Target != target || res.Error != "" {
+		t.Fatalf("the last line is not apply's result (%v): %s", err, lines[len(lines)-1])
+	}
+	for _, m := range members {
+		if !restarted[m] {
+			t.Errorf("no member-restarted event for %s on %s:\n%s", m, target, out)
+		}
+	}
 }
 
 // upgradePlanArgs is `upgrade plan` of c to v3.6.16 with the binaries of the versions given,
