@@ -94,9 +94,11 @@ Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 oth
 					defer os.RemoveAll(dir)
 				}
 			}
-			progress := cmd.ErrOrStderr()
-			if opts.writeOut != "json" {
-				progress = cmd.OutOrStdout()
+			// The timeline as it happens: for a person on stdout, before the summary; with -w json,
+			// JSON lines on stderr, stdout being the result's.
+			progress := cmd.OutOrStdout()
+			if opts.writeOut == "json" {
+				progress = newProgress(opts.writeOut, cmd.ErrOrStderr()).lines("drill")
 			}
 			env := drill.Env{Dir: dir, Command: command, CrashFS: crashFS, Etcdmedic: command[0], Naive: naive, Out: progress}
 			results, failed := drill.RunAll(cmd.Context(), drills, env)

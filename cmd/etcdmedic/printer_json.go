@@ -41,3 +41,5 @@ func (jsonPrinter) Drill(w io.Writer, r drillResult) error { return writeJSON(w,
 func (jsonPrinter) UpgradeCheck(w io.Writer, r *upgrade.Report) error { return writeJSON(w, r) }
 
 func (jsonPrinter) UpgradePlan(w io.Writer, p *upgrade.Plan) error { return writeJSON(w, p) }
+
+func (jsonPrinter) UpgradeApply(w io.Writer, r upgradeApplyResult) error { return writeJSON(w, r) }

@@ -1,16 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 )
 
-// progress reports a long-running command as it goes. With -w json each event is one JSON
-// object on its own line of stdout, for a program to follow; with -w table it is a line for
-// a person on stderr, which leaves stdout to the result.
+// progress reports a long-running command as it goes, on stderr, which leaves stdout to the
+// command's result (one JSON document with -w json). With -w json each event is one JSON
+// object on its own line, for a program to follow; with -w table it is a line for a person.
 type progress struct {
 	mu   sync.Mutex
 	w    io.Writer
@@ -35,13 +37,43 @@ const (
 	detailLine  humanLine = iota // indented, under the step it belongs to
 	headingLine                  // a step: "==> ..."
 	noLine                       // for programs only: what the command prints at its end says it
+	asWritten                    // a library's own line of text, printed as it wrote it
 )
 
-func newProgress(format string, stdout, stderr io.Writer) *progress {
-	if format == "json" {
-		return &progress{w: stdout, json: true, now: time.Now}
+func newProgress(format string, stderr io.Writer) *progress {
+	return &progress{w: stderr, json: format == "json", now: time.Now}
+}
+
+// lines is an io.Writer for a library that reports its progress as lines of text (an Out
+// field): each line it writes becomes one event of kind event.
+func (p *progress) lines(event string) io.Writer { return &lineEvents{p: p, event: event} }
+
+type lineEvents struct {
+	p       *progress
+	event   string
+	mu      sync.Mutex
+	partial []byte
+}
+
+func (l *lineEvents) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, b...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		if l.p.json {
+			line = strings.TrimSpace(line)
+			if line == "" {
+				continue
+			}
+		}
+		l.p.event(progressEvent{Event: l.event, Message: line, line: asWritten})
 	}
-	return &progress{w: stderr, now: time.Now}
 }
 
 // event reports e, stamped with the time; safe for concurrent use.
@@ -62,5 +94,7 @@ func (p *progress) event(e progressEvent) {
 		fmt.Fprintf(p.w, "==> %s\n", e.Message)
 	case detailLine:
 		fmt.Fprintf(p.w, "    %s\n", e.Message)
+	case asWritten:
+		fmt.Fprintf(p.w, "%s\n", e.Message)
 	}
 }

@@ -268,7 +268,7 @@ func newRecoverApplyCommand(opts *globalOptions) *cobra.Command {
 					*t.d = 0
 				}
 			}
-			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command, Env: p.PassEnv}, Out: cmd.ErrOrStderr(), Conn: cf.conn, Timeout: timeout,
+			ap := &recovery.Applier{Plan: p, Dir: args[0], Runtime: local.Runtime{Command: command, Env: p.PassEnv}, Out: newProgress(opts.writeOut, cmd.ErrOrStderr()).lines("recover-apply"), Conn: cf.conn, Timeout: timeout,
 				Operator: runbook.NewOperator(cmd.InOrStdin(), cmd.ErrOrStderr())}
 			rep, err := ap.Apply(cmd.Context())
 			if rep != nil {

@@ -252,7 +252,7 @@ member-started-again), then the result ({"planDir","report","error"}) as the las
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			progress := newProgress(opts.writeOut, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			progress := newProgress(opts.writeOut, cmd.ErrOrStderr())
 			ap := &upgrade.Applier{Plan: p, Dir: args[0], Conn: cf.conn, Progress: upgradeProgress(progress), Timeout: timeout}
 			applied, err := ap.Apply(cmd.Context())
 			res := upgradeApplyResult{PlanDir: args[0], Report: applied}

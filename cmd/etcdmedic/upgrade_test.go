@@ -115,7 +115,7 @@ func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("upgrade apply: exit %d\n%s\n%s", code, out, errOut)
 	}
-	applyFollowedInJSON(t, out, "v3.6.16", "m1", "m2", "m3")
+	applyFollowedInJSON(t, out, errOut, "v3.6.16", "m1", "m2", "m3")
 	code, rep := upgradeCheck(t, "--to", "v3.7.3", "--endpoints", strings.Join(eps, ","), "--fetch-backends")
 	for _, m := range rep.Members {
 		if m.Version != "3.6.16" || len(m.Drifts) != 0 {
@@ -203,13 +203,13 @@ func TestDowngradePlanFromV36ToV35(t *testing.T) {
 	nothingLost(t, eps, ledger)
 }
 
-// applyFollowedInJSON checks upgrade apply -w json's stdout: JSON lines, each step's start an
-// event naming its member, every member restarted on target, and the result as the last line.
-func applyFollowedInJSON(t *testing.T, out, target string, members ...string) {
+// applyFollowedInJSON checks upgrade apply -w json: its progress on stderr as JSON lines, each
+// step's start an event naming its member, every member restarted on target; its result on
+// stdout, one JSON document.
+func applyFollowedInJSON(t *testing.T, out, errOut, target string, members ...string) {
 	t.Helper()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
 	restarted := map[string]bool{}
-	for _, line := range lines[:len(lines)-1] {
+	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
 		var e progressEvent
 		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Time.IsZero() || e.Event == "" || e.Message == "" {
 			t.Fatalf("not a progress event (%v): %s", err, line)
@@ -222,12 +222,12 @@ func applyFollowedInJSON(t *testing.T, out, target string, members ...string) {
 		}
 	}
 	var res upgradeApplyResult
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || res.Report == nil || !res.Report.Upgraded || res.Report.Target != target || res.Error != "" {
-		t.Fatalf("the last line is not apply's result (%v): %s", err, lines[len(lines)-1])
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Report == nil || !res.Report.Upgraded || res.Report.Target != target || res.Error != "" {
+		t.Fatalf("stdout is not apply's result (%v): %s", err, out)
 	}
 	for _, m := range members {
 		if !restarted[m] {
-			t.Errorf("no member-restarted event for %s on %s:\n%s", m, target, out)
+			t.Errorf("no member-restarted event for %s on %s:\n%s", m, target, errOut)
 		}
 	}
 }
