@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -315,11 +316,16 @@ func (a *Applier) enableDowngrade(ctx context.Context) error {
 	if !storageAt(v, target) {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if _, err := cli.Downgrade(dctx, clientv3.DowngradeValidate, target); err != nil {
+		// A downgrade job in progress is this plan's, enabled by a run that was interrupted
+		// before the storage version dropped: etcd refuses to validate or enable it again.
+		_, err := cli.Downgrade(dctx, clientv3.DowngradeValidate, target)
+		if err != nil && !errors.Is(err, rpctypes.ErrDowngradeInProcess) {
 			return fmt.Errorf("downgrade validate %s: %w", target, err)
 		}
-		if _, err := cli.Downgrade(dctx, clientv3.DowngradeEnable, target); err != nil && !strings.Contains(err.Error(), "already enabled") {
-			return fmt.Errorf("downgrade enable %s: %w", target, err)
+		if err == nil {
+			if _, err := cli.Downgrade(dctx, clientv3.DowngradeEnable, target); err != nil && !errors.Is(err, rpctypes.ErrDowngradeInProcess) {
+				return fmt.Errorf("downgrade enable %s: %w", target, err)
+			}
 		}
 	}
 	deadline := time.Now().Add(a.Timeout)
