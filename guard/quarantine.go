@@ -24,10 +24,11 @@ type Manifest struct {
 	// RealSource is Source with its links resolved: where the files were moved from.
 	RealSource string    `json:"realSource,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
-	Class      Class     `json:"class"`
+	// Class and Reason are why the data dir was moved aside (a Reason's Class and Why).
+	Class  Class  `json:"class"`
+	Reason string `json:"reason"`
 	// Entries are the top-level names moved: a resumed quarantine moves these and nothing else.
 	Entries []string         `json:"entries"`
-	Reason  string           `json:"reason"`
 	Files   []backup.FileSum `json:"files"`
 	Bytes   int64            `json:"bytes"`
 	// SumsFrom is set when the checksums were not computed here but taken from a verified
@@ -51,26 +52,61 @@ type Quarantined struct {
 
 const partialSuffix = ".partial"
 
-// Quarantine moves the contents of dataDir aside into a quarantine folder on the same
-// filesystem: a manifest with every file's checksum and the inspect report first, then the
-// entries, one rename each, then a check of every checksum. Nothing is deleted. Interrupted at
-// any point, running it again finishes the same quarantine.
+// Reason is why a data dir is moved aside: what it was found to be, and the operator's
+// sentence for it. Its quarantine's manifest records both.
+type Reason struct {
+	Class Class
+	Why   string
+}
+
+// check refuses a reason that does not say why, or whose class is not one that moves: only
+// another cluster's (or no one's) data and a removed member's are moved aside; the others
+// stay where they are (see each Class).
+func (r Reason) check() error {
+	switch r.Class {
+	case Foreign, Removed:
+	default:
+		return fmt.Errorf("a data dir found %q is not moved aside", r.Class)
+	}
+	if strings.TrimSpace(r.Why) == "" {
+		return fmt.Errorf("a quarantine of %s data needs a reason for its manifest", r.Class)
+	}
+	return nil
+}
+
+// Quarantine moves aside a data dir that Classify found a member may not start on, refusing
+// one the verdict says must not move (a live member's, another program's files). It is
+// QuarantineFor with the verdict's class and reason.
 func Quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time) (*Quarantined, error) {
-	return quarantine(dataDir, report, v, now, nil, "")
-}
-
-// QuarantineKnown is Quarantine for a data dir whose files were just summed elsewhere (a
-// verified backup, named by from): when every file still has the size and modification time
-// it had then, those sums are used, and after the move (renames, which cannot change a byte)
-// the files are checked by size and time instead of read again. Otherwise it is Quarantine.
-func QuarantineKnown(dataDir string, report *datadir.Report, v Verdict, now time.Time, known []backup.FileSum, from string) (*Quarantined, error) {
-	return quarantine(dataDir, report, v, now, known, from)
-}
-
-func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time, known []backup.FileSum, from string) (*Quarantined, error) {
 	if !v.Movable {
 		return nil, fmt.Errorf("%s is %s and must not be moved: %s", dataDir, v.Class, v.Reason)
 	}
+	return QuarantineFor(dataDir, report, Reason{Class: v.Class, Why: v.Reason}, now)
+}
+
+// QuarantineFor moves the contents of dataDir aside into a quarantine folder on the same
+// filesystem, for why (recorded in the manifest): a manifest with every file's checksum and
+// the inspect report first, then the entries, one rename each, then a check of every checksum.
+// Nothing is deleted. Interrupted at any point, running it again finishes the same quarantine.
+func QuarantineFor(dataDir string, report *datadir.Report, why Reason, now time.Time) (*Quarantined, error) {
+	if err := why.check(); err != nil {
+		return nil, err
+	}
+	return quarantine(dataDir, report, why, now, nil, "")
+}
+
+// QuarantineKnown is QuarantineFor for a data dir whose files were just summed elsewhere (a
+// verified backup, named by from): when every file still has the size and modification time
+// it had then, those sums are used, and after the move (renames, which cannot change a byte)
+// the files are checked by size and time instead of read again. Otherwise it is QuarantineFor.
+func QuarantineKnown(dataDir string, report *datadir.Report, why Reason, now time.Time, known []backup.FileSum, from string) (*Quarantined, error) {
+	if err := why.check(); err != nil {
+		return nil, err
+	}
+	return quarantine(dataDir, report, why, now, known, from)
+}
+
+func quarantine(dataDir string, report *datadir.Report, why Reason, now time.Time, known []backup.FileSum, from string) (*Quarantined, error) {
 	given, err := filepath.Abs(dataDir)
 	if err != nil {
 		return nil, err
@@ -141,7 +177,7 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 	if !haveManifest {
 		// Nothing has moved yet: checksum everything where it is (a link whose target is
 		// missing refuses here, before a quarantine folder is made).
-		m = Manifest{Source: given, RealSource: dataDir, CreatedAt: now.UTC(), Class: v.Class, Reason: v.Reason, Entries: entries, WAL: wal}
+		m = Manifest{Source: given, RealSource: dataDir, CreatedAt: now.UTC(), Class: why.Class, Reason: why.Why, Entries: entries, WAL: wal}
 		if err := m.sum(dataDir, known, from); err != nil {
 			return nil, fmt.Errorf("%w; nothing was moved", err)
 		}
@@ -152,7 +188,7 @@ func quarantine(dataDir string, report *datadir.Report, v Verdict, now time.Time
 		}
 	}
 	if partial == "" {
-		partial = filepath.Join(base, fmt.Sprintf("%s-%s%s", now.UTC().Format("20060102T150405Z"), strings.ToLower(string(v.Class)), partialSuffix))
+		partial = filepath.Join(base, fmt.Sprintf("%s-%s%s", now.UTC().Format("20060102T150405Z"), strings.ToLower(string(why.Class)), partialSuffix))
 		// Synced with its parents before anything moves into it (MkdirAllSynced).
 		if err := backup.MkdirAllSynced(partial); err != nil {
 			return nil, fmt.Errorf("create quarantine folder: %w", err)

@@ -19,8 +19,9 @@ const (
 )
 
 var (
-	stale = Verdict{Class: Foreign, Movable: true, Reason: "another cluster's data"}
-	now   = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	stale    = Verdict{Class: Foreign, Movable: true, Reason: "another cluster's data"}
+	staleWhy = Reason{Class: Foreign, Why: "another cluster's data"}
+	now      = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 )
 
 func writeFiles(t *testing.T, root string, files map[string]string) {
@@ -103,7 +104,7 @@ func TestQuarantineOfALinkedDataDirKeepsEveryFile(t *testing.T) {
 			if err := backup.RequireMemberFiles(known); err != nil {
 				t.Fatal(err)
 			}
-			return QuarantineKnown(given, &datadir.Report{Path: given}, stale, now, known, from)
+			return QuarantineKnown(given, &datadir.Report{Path: given}, staleWhy, now, known, from)
 		}},
 	}
 	for _, c := range cases {
@@ -129,6 +130,9 @@ func TestQuarantineOfALinkedDataDirKeepsEveryFile(t *testing.T) {
 				t.Errorf("the quarantine holds %v, the data dir held %v", after, before)
 			}
 			m := readManifest(t, q.Dir)
+			if m.Class != Foreign || m.Reason != "another cluster's data" {
+				t.Errorf("manifest says %s: %q, want why the data was moved aside", m.Class, m.Reason)
+			}
 			if m.Source != given || m.RealSource != real {
 				t.Errorf("manifest source %q real %q, want %q and %q", m.Source, m.RealSource, given, real)
 			}
@@ -316,5 +320,41 @@ func TestQuarantineOfAnotherDataDirsPartialIsRefused(t *testing.T) {
 	}
 	if after := listTree(t, real); !slices.Equal(after, before) {
 		t.Errorf("the data dir held %v, now %v", before, after)
+	}
+}
+
+// Only a reason that says why, for data that may move, moves anything: a verdict that keeps the
+// data where it is (a live member's, a wrong --data-dir's files) and a reason whose class keeps
+// it are refused before a quarantine folder is made.
+func TestQuarantineRefusesWhatStays(t *testing.T) {
+	type refused func(dataDir string) (*Quarantined, error)
+	cases := map[string]refused{
+		"a verdict that must not move": func(dataDir string) (*Quarantined, error) {
+			return Quarantine(dataDir, &datadir.Report{Path: dataDir}, Verdict{Class: Mismatched, Reason: "a live member's data"}, now)
+		},
+		"a reason without a why": func(dataDir string) (*Quarantined, error) {
+			return QuarantineFor(dataDir, &datadir.Report{Path: dataDir}, Reason{Class: Removed, Why: " "}, now)
+		},
+	}
+	for _, class := range []Class{Empty, Valid, Unknown, Unreadable, Mismatched, Incomplete, ""} {
+		cases["a reason of class "+string(class)] = func(dataDir string) (*Quarantined, error) {
+			return QuarantineKnown(dataDir, &datadir.Report{Path: dataDir}, Reason{Class: class, Why: "because"}, now, nil, "")
+		}
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			dataDir := filepath.Join(t.TempDir(), "etcd")
+			writeFiles(t, dataDir, map[string]string{"member/snap/db": "bbolt", "member/wal/" + seg0: "wal0"})
+			before := listTree(t, dataDir)
+			if q, err := run(dataDir); err == nil {
+				t.Fatalf("quarantined into %s", q.Dir)
+			}
+			if after := listTree(t, dataDir); !slices.Equal(after, before) {
+				t.Errorf("the data dir held %v, now %v", before, after)
+			}
+			if _, err := os.Lstat(dataDir + datadir.QuarantineFolder); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a refused quarantine left its folder behind: %v", err)
+			}
+		})
 	}
 }

@@ -49,5 +49,6 @@ func Finish(dataDir string, now time.Time) (*Quarantined, error) {
 	if err := backup.ReadJSON(filepath.Join(partial, "manifest.json"), &m); err != nil {
 		return nil, err
 	}
-	return quarantine(dataDir, nil, Verdict{Class: m.Class, Reason: m.Reason, Movable: true}, now, nil, "")
+	// The manifest's reason stands: it was checked when the quarantine began.
+	return quarantine(dataDir, nil, Reason{Class: m.Class, Why: m.Reason}, now, nil, "")
 }

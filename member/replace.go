@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -58,19 +57,6 @@ type Backup struct {
 	Revision int64  `json:"revision"`
 	From     string `json:"from"`
 }
-
-// ErrRefused marks a change that the guards refuse: nothing was changed.
-var ErrRefused = errors.New("refused")
-
-// ErrLearnerPending marks a change refused because another learner waits to be promoted
-// (etcd allows one learner at a time); such an error is also ErrRefused.
-var ErrLearnerPending = errors.New("a learner is pending")
-
-// learnerPending is a refusal that errors.Is also matches to ErrLearnerPending.
-type learnerPending struct{ error }
-
-func (e learnerPending) Is(target error) bool { return target == ErrLearnerPending }
-func (e learnerPending) Unwrap() error        { return e.error }
 
 // Replace replaces the member named (or with hex ID) old by spec.
 func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Replaced, error) {
@@ -248,19 +234,6 @@ func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quar
 	return guard.Quarantine(spec.DataDir, rep, verdict, time.Now())
 }
 
-// pendingLearners are learners other than the member being joined (a rerun finds its own)
-// and the ones being replaced.
-func pendingLearners(v *cluster.View, joiningURLs []string, replacing []etcdmedic.ID) []string {
-	var out []string
-	self := v.ByPeerURLs(joiningURLs)
-	for _, m := range v.Members {
-		if m.IsLearner && (self == nil || self.ID != m.ID) && !slices.Contains(replacing, m.ID) {
-			out = append(out, m.Label())
-		}
-	}
-	return out
-}
-
 // validateSpec checks the new member's name and URLs the way etcd will, before anything changes.
 func validateSpec(spec JoinSpec) error {
 	if spec.Name == "" || strings.ContainsAny(spec.Name, "=,") {
@@ -300,21 +273,6 @@ func (r *Replacer) precheckDataDir(ctx context.Context, spec JoinSpec) error {
 	return nil
 }
 
-// quorumAfterRemoval refuses a removal that would leave fewer voters up than a quorum.
-func quorumAfterRemoval(v *cluster.View, m cluster.MemberView) error {
-	if m.IsLearner {
-		return nil
-	}
-	voters, up := v.Quorum.Voters-1, v.Quorum.VotersUp
-	if m.Up() {
-		up--
-	}
-	if needed := voters/2 + 1; up < needed {
-		return fmt.Errorf("%w: removing %s (%s) would leave %d of %d voters up, %d are needed: bring a down member back first", ErrRefused, m.Label(), upOrDown(m), up, voters, needed)
-	}
-	return nil
-}
-
 func upOrDown(m cluster.MemberView) string {
 	if m.Up() {
 		return "up"
@@ -333,46 +291,6 @@ func memberNames(v *cluster.View) string {
 // GuardDataDir quarantines whatever a new member's data dir holds (exported for member add).
 func (r *Replacer) GuardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quarantined, error) {
 	return r.guardDataDir(ctx, spec)
-}
-
-// CheckChange refuses a membership change without quorum or with another learner pending.
-func CheckChange(v *cluster.View, joining []string) error { return checkChange(v, joining, nil) }
-
-func checkChange(v *cluster.View, joining []string, replacing []etcdmedic.ID) error {
-	switch {
-	case len(v.Members) == 0:
-		return fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
-	case v.Quorum.Lost():
-		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
-	}
-	if p := pendingLearners(v, joining, replacing); len(p) > 0 {
-		return learnerPending{fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(p, ", "))}
-	}
-	return nil
-}
-
-// CheckRemove finds the member and refuses a removal that would lose quorum.
-func CheckRemove(v *cluster.View, nameOrID string) (*cluster.MemberView, error) {
-	m := v.Find(nameOrID)
-	var replacing []etcdmedic.ID
-	if m != nil {
-		replacing = []etcdmedic.ID{m.ID}
-	}
-	if err := checkChange(v, nil, replacing); err != nil && !errors.Is(err, ErrLearnerPending) {
-		return nil, err
-	}
-	if m == nil {
-		return nil, fmt.Errorf("%w: no member %q (members: %s)", ErrRefused, nameOrID, memberNames(v))
-	}
-	return m, quorumAfterRemoval(v, *m)
-}
-
-// Remove removes a member by ID, retrying etcd's "unhealthy cluster" refusals.
-func Remove(ctx context.Context, cli *clientv3.Client, id etcdmedic.ID) error {
-	_, err := retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
-		return cli.MemberRemove(ctx, uint64(id))
-	})
-	return err
 }
 
 // verifySnapshotFile reads a saved snapshot back: its sha256 must be the one computed while

@@ -656,11 +656,11 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 			r = &datadir.Report{Path: m.DataDir, Kind: "unreadable", KindReason: fmt.Sprint(err)}
 		}
 	}
-	v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
+	why := guard.Reason{Class: guard.Removed, Why: "left behind by a quorum-loss recovery: the member rejoins the rebuilt cluster with an empty data dir"}
 	// The backup just summed these files: unchanged since, they need not be read again.
 	var man backupManifest
 	backup.ReadJSON(filepath.Join(a.Plan.BackupDir, m.Name, "manifest.json"), &man)
-	q, err := guard.QuarantineKnown(m.DataDir, r, v, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, m.Name))
+	q, err := guard.QuarantineKnown(m.DataDir, r, why, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, m.Name))
 	if err != nil {
 		return err
 	}

@@ -120,8 +120,8 @@ func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep 
 		if !isMissingOrEmpty(survivor.DataDir) {
 			var man backupManifest
 			_ = backup.ReadJSON(filepath.Join(a.Plan.BackupDir, survivor.Name, "manifest.json"), &man)
-			v := guard.Verdict{Class: guard.Removed, Movable: true, Reason: "replaced by the restore of " + src.Path + " in a quorum-loss recovery"}
-			q, err := guard.QuarantineKnown(survivor.DataDir, r, v, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, survivor.Name))
+			why := guard.Reason{Class: guard.Removed, Why: "replaced by the restore of " + src.Path + " in a quorum-loss recovery"}
+			q, err := guard.QuarantineKnown(survivor.DataDir, r, why, time.Now(), man.Files, filepath.Join(a.Plan.BackupDir, survivor.Name))
 			if err != nil {
 				return err
 			}

@@ -6,14 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/member"
@@ -21,13 +17,11 @@ import (
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
-// guardResult is the JSON of `etcdmedic guard`.
+// guardResult is the JSON of `etcdmedic guard`: guard's result, and the member added back
+// (--rejoin).
 type guardResult struct {
-	DataDir     string             `json:"dataDir"`
-	Verdict     guard.Verdict      `json:"verdict"`
-	Quarantined *guard.Quarantined `json:"quarantined,omitempty"`
-	Joined      *member.Joined     `json:"joined,omitempty"`
-	Next        []string           `json:"next"`
+	guard.Result
+	Joined *member.Joined `json:"joined,omitempty"`
 }
 
 type guardOptions struct {
@@ -115,7 +109,7 @@ not run.`,
 				}
 			}
 			if err != nil {
-				return err
+				return guardFailed(err, o.dataDir)
 			}
 			switch {
 			case res.Verdict.Class == guard.Unknown, res.Verdict.Class == guard.Unreadable:
@@ -146,120 +140,73 @@ not run.`,
 	return cmd
 }
 
+// run calls guard.Run with the member the flags describe; with --rejoin, guard adds it back
+// through member.Joiner, and with --start the linked etcd (or --etcd-command) runs it as a
+// local process: that is process plumbing, so it is settled here, before anything changes.
 func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResult, error) {
-	res := &guardResult{DataDir: o.dataDir, Next: []string{}}
-	// Before the lock: a run that cannot read the data dir creates nothing, not even its lock.
-	if v, ok := guard.CheckReadable(o.dataDir); !ok {
-		res.Verdict = v
-		rerun := "Run the same guard command as the data dir's owner or as root."
-		if o.fix {
-			rerun += " --fix moved nothing."
-		}
-		res.Next = append(res.Next, "Do not start etcd on this data dir and do not delete it: etcdmedic could not read it, so nothing says whose data it is.", rerun)
-		return res, nil
-	}
-	if o.fix || o.rejoin {
-		// Locked before the data dir is read: a verdict on what another run is moving or
-		// starting a member on would be stale by the time this run acts on it.
-		l, err := runlock.Acquire(o.dataDir, o.purpose())
-		if err != nil {
-			return nil, lockFailed(err)
-		}
-		defer l.Release()
-	}
-	if partial, err := guard.Unfinished(o.dataDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, failf("finish or move the unfinished quarantine by hand first", "%v", err)
-	} else if partial != "" {
-		// An interrupted --fix may have moved the files already: the data dir then looks empty.
-		if !o.fix {
-			res.Next = append(res.Next, fmt.Sprintf("An interrupted quarantine of this data dir is unfinished in %s (its files may be there, not in the data dir): run guard again with --fix to finish it before anything else.", partial))
-			res.Verdict = guard.Verdict{Class: guard.Unknown, Reason: "an unfinished quarantine of it is in " + partial}
-			return res, nil
-		}
-		q, err := guard.Finish(o.dataDir, time.Now())
-		if err != nil {
-			return nil, failf("nothing was deleted: the files are in "+partial, "finish the quarantine of %s: %v", o.dataDir, err)
-		}
-		res.Quarantined = q
-		fmt.Fprintf(progress, "finished the interrupted quarantine: %s\n", q.Dir)
-	}
-	var report *datadir.Report
-	if _, err := os.Stat(o.dataDir); err == nil {
-		report, err = datadir.Inspect(o.dataDir, datadir.Options{WALDir: o.walDir})
-		if err == nil && report.Kind == datadir.KindDBFile {
-			return nil, failf("give the directory etcd runs with as --data-dir", "%s is a db file, not a data dir", o.dataDir)
-		}
-		if err != nil {
-			if errors.Is(err, datadir.ErrLocked) {
-				return nil, failf("guard runs before the member starts; stop it first", "a process is running on %s: %v", o.dataDir, err)
+	opts := guard.Options{Conn: o.conn, DataDir: o.dataDir, WALDir: o.walDir, Expect: guard.Expect{Name: o.name, PeerURLs: o.peerURLs}, Fix: o.fix, Progress: progress}
+	var joined *member.Joined
+	if o.rejoin {
+		j := &member.Joiner{Out: progress}
+		if o.start {
+			command, err := etcdCommand(o.etcdCmd)
+			if err != nil {
+				return nil, err
 			}
-			return nil, &cliError{code: exitFailed, err: err}
+			j.Runtime = local.Runtime{Command: command, Env: o.startEnv}
 		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, failf("", "%v", err)
-	}
-	view := cluster.Observe(ctx, o.conn)
-	res.Verdict = guard.Classify(report, view, guard.Expect{Name: o.name, PeerURLs: o.peerURLs})
-	if res.Verdict.Class == guard.Unknown {
-		res.Next = append(res.Next, "Do not start the member and do not delete this data dir: it may hold the only copy of recent data.",
-			"Recover quorum first: etcdmedic doctor, then etcdmedic inspect on each stopped member.")
-		return res, nil
-	}
-	if !res.Verdict.Safe && res.Verdict.Class != guard.Empty {
-		if !res.Verdict.Movable {
-			res.Next = append(res.Next, "Do not start etcd on this data dir; etcdmedic will not move it either: "+res.Verdict.Reason)
-			return res, nil
+		spec := member.JoinSpec{Name: o.name, PeerURLs: o.peerURLs, ClientURLs: o.clientURLs, DataDir: o.dataDir, ExtraFlags: o.etcdFlags}
+		opts.Rejoin = func(ctx context.Context) (err error) {
+			joined, err = o.join(ctx, j, spec)
+			return err
 		}
-		if !o.fix {
-			res.Next = append(res.Next, "Do not start etcd on this data dir.",
-				fmt.Sprintf("Quarantine it (moved aside with checksums, never deleted): etcdmedic guard --data-dir %s --endpoints %s --fix", o.dataDir, o.endpointList()),
-				fmt.Sprintf("Then add the member back as a new learner: etcdctl --endpoints %s member add %s --learner --peer-urls=%s (or add --rejoin to the guard command)", o.endpointList(), orName(o.name), strings.Join(o.peerURLs, ",")))
-			return res, nil
-		}
-		q, err := guard.Quarantine(o.dataDir, report, res.Verdict, time.Now())
-		if err != nil {
-			return nil, failf("nothing was deleted; whatever was moved is under "+o.dataDir+datadir.QuarantineFolder+" (or inside the data dir's "+datadir.QuarantineFolder+"); if the error is a checksum mismatch, compare the files by hand before anything else", "quarantine %s: %v", o.dataDir, err)
-		}
-		res.Quarantined = q
 	}
-	joinable := res.Verdict.Class == guard.Empty || res.Quarantined != nil
-	if !o.rejoin || !joinable {
-		if joinable && (len(o.peerURLs) == 0 || !guard.MemberAdded(view, o.peerURLs)) {
-			res.Next = append(res.Next, fmt.Sprintf("The data dir is empty: add the member before it starts (etcdctl --endpoints %s member add %s --learner --peer-urls=%s), then start it with --initial-cluster-state=existing, or rerun guard with --rejoin.", o.endpointList(), orName(o.name), strings.Join(o.peerURLs, ",")))
-		}
-		return res, nil
+	res, err := guard.Run(ctx, opts)
+	if res == nil {
+		return nil, err
 	}
-	cli, err := o.conn.Client()
-	if err != nil {
-		return nil, failf("", "connect to the cluster: %v", err)
-	}
-	defer cli.Close()
-	j := &member.Joiner{Client: cli, Out: progress}
-	if o.start {
-		command, err := etcdCommand(o.etcdCmd)
-		if err != nil {
-			return nil, err
-		}
-		j.Runtime = local.Runtime{Command: command, Env: o.startEnv}
-	}
-	joined, err := j.Join(ctx, member.JoinSpec{Name: o.name, PeerURLs: o.peerURLs, ClientURLs: o.clientURLs, DataDir: o.dataDir, ExtraFlags: o.etcdFlags})
-	res.Joined = joined
-	if err != nil {
-		return res, failf("run the same command again: a member already added is picked up where it stopped", "rejoin %s: %v", o.name, err)
-	}
-	return res, nil
+	return &guardResult{Result: *res, Joined: joined}, err
 }
 
-// purpose is what a run that is refused the data dir's lock is told this run does.
-func (o *guardOptions) purpose() string {
-	p := "guard"
-	if o.fix {
-		p += " --fix"
+// join connects to the cluster and adds the member back.
+func (o *guardOptions) join(ctx context.Context, j *member.Joiner, spec member.JoinSpec) (*member.Joined, error) {
+	cli, err := o.conn.Client()
+	if err != nil {
+		return nil, fmt.Errorf("connect to the cluster: %w", err)
 	}
-	if o.rejoin {
-		p += " --rejoin"
+	defer cli.Close()
+	j.Client = cli
+	return j.Join(ctx, spec)
+}
+
+// guardFailed gives a guard run that stopped its exit code (3: could not run) and the hint
+// for the stage it stopped at.
+func guardFailed(err error, dataDir string) error {
+	var stopped *guard.Error
+	if !errors.As(err, &stopped) {
+		return err
 	}
-	return p
+	hint := ""
+	switch stopped.Stage {
+	case guard.StageLock:
+		return lockFailed(stopped.Err)
+	case guard.StageUnfinished:
+		hint = "finish or move the unfinished quarantine by hand first"
+	case guard.StageFinish:
+		hint = "nothing was deleted: the files are in the unfinished quarantine"
+	case guard.StageInspect:
+		switch {
+		case errors.Is(err, guard.ErrDBFile):
+			hint = "give the directory etcd runs with as --data-dir"
+		case errors.Is(err, datadir.ErrLocked):
+			hint = "guard runs before the member starts; stop it first"
+		}
+	case guard.StageQuarantine:
+		hint = "nothing was deleted; whatever was moved is under " + dataDir + datadir.QuarantineFolder + " (or inside the data dir's " + datadir.QuarantineFolder + "); if the error is a checksum mismatch, compare the files by hand before anything else"
+	case guard.StageRejoin:
+		hint = "run the same command again: a member already added is picked up where it stopped"
+	}
+	return failf(hint, "%v", stopped.Err)
 }
 
 // lockFailed turns a run lock that was refused (another run holds it) or could not be taken
@@ -270,13 +217,6 @@ func lockFailed(err error) error {
 		return &cliError{code: exitFailed, err: err}
 	}
 	return failf("etcdmedic takes a lock file beside the data dir or plan dir (or under the temp dir when its parent is read-only) so that one run at a time changes it", "%v", err)
-}
-
-func orName(name string) string {
-	if name == "" {
-		return "<NAME>"
-	}
-	return name
 }
 
 // etcdCommand is how a locally started member runs: the given command line, or this

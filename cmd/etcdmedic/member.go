@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -224,23 +223,22 @@ func newMemberPromoteCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "promote NAME|ID",
 		Short: "Promote a learner once it has caught up (waits, writing a harmless key so it cannot stall)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Promotes the learner NAME (or hex ID) once etcd accepts it: etcd refuses a promotion until the
+learner has caught up, so it retries, writing a harmless key meanwhile (a learner on an idle
+cluster can stall forever), for up to --catch-up-timeout.
+
+Exit codes: 0 promoted, 2 refused (no such learner; nothing changed), 3 failed (run again).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			j, closeFn, err := o.joiner(cmd)
-			if err != nil {
+			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			defer closeFn()
-			v := cluster.Observe(cmd.Context(), o.conn)
-			m := v.Find(args[0])
-			if m == nil || !m.IsLearner {
-				return &cliError{code: exitCritical, err: fmt.Errorf("%s is not a learner of this cluster", args[0]), hint: "etcdmedic doctor lists the members"}
-			}
-			if err := j.PromoteWhenReady(cmd.Context(), uint64(m.ID)); err != nil {
+			res, err := member.Promote(cmd.Context(), member.PromoteOptions{Conn: o.conn, Learner: args[0], CatchUp: o.catchUp})
+			if err != nil {
 				return refusedOrFailed(err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s (%s)\n", m.Name, m.ID)
-			return nil
+			p, _ := printerFor(opts.writeOut)
+			return p.MemberPromote(cmd.OutOrStdout(), res)
 		},
 	}
 	o.register(cmd.Flags())
@@ -253,30 +251,22 @@ func newMemberRemoveCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "remove NAME|ID",
 		Short: "Remove a member, refused when it would leave fewer voters up than a quorum",
-		Args:  cobra.ExactArgs(1),
+		Long: `Removes the member NAME (or hex ID). Refused, changing nothing, when no member answers, the
+cluster has no quorum, or the removal would leave fewer voters up than a quorum. The member's
+data dir is left as it was: quarantine it (etcdmedic guard --fix) before its volume is reused.
+
+Exit codes: 0 removed (or, with --dry-run, would be), 2 refused (nothing changed), 3 failed.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			v := cluster.Observe(cmd.Context(), o.conn)
-			m, err := member.CheckRemove(v, args[0])
+			res, err := member.RemoveSafely(cmd.Context(), member.RemoveOptions{Conn: o.conn, Member: args[0], DryRun: o.dryRun})
 			if err != nil {
 				return refusedOrFailed(err)
 			}
-			if o.dryRun {
-				fmt.Fprintf(cmd.OutOrStdout(), "would run: etcdctl member remove %s\n", m.ID)
-				return nil
-			}
-			cli, err := o.conn.Client()
-			if err != nil {
-				return failf("", "connect to the cluster: %v", err)
-			}
-			defer cli.Close()
-			if err := member.Remove(cmd.Context(), cli, m.ID); err != nil {
-				return refusedOrFailed(err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s (%s); its data dir is untouched: quarantine it before reusing the volume (etcdmedic guard --fix)\n", m.Name, m.ID)
-			return nil
+			p, _ := printerFor(opts.writeOut)
+			return p.MemberRemove(cmd.OutOrStdout(), res)
 		},
 	}
 	o.register(cmd.Flags())

@@ -94,8 +94,22 @@ func TestMemberChangesRefusedWhenUnsafe(t *testing.T) {
 	if code != exitCritical || !strings.Contains(errOut, "refused") {
 		t.Fatalf("remove: exit %d: %s", code, errOut)
 	}
+	// m2 is down: removing it leaves m1 and m3, both up. --dry-run says what it would run.
+	code, out, errOut := runCLI(t, "member", "remove", "m2", "--dry-run", "--endpoints", eps, "--command-timeout", "2s", "-w", "json")
+	var removed member.Removed
+	if code != exitOK || json.Unmarshal([]byte(out), &removed) != nil || !removed.DryRun || removed.Member.Name != "m2" || removed.Command != "etcdctl member remove "+removed.Member.ID.String() {
+		t.Fatalf("remove --dry-run: exit %d, %+v\n%s%s", code, removed, out, errOut)
+	}
 	if n := len(c.MemberList(t)); n != 3 {
 		t.Fatalf("a refused change changed the membership: %d members", n)
+	}
+	code, out, errOut = runCLI(t, "member", "remove", "m2", "--endpoints", eps, "--command-timeout", "2s", "-w", "json")
+	removed = member.Removed{}
+	if code != exitOK || json.Unmarshal([]byte(out), &removed) != nil || removed.DryRun || removed.Member.Name != "m2" || len(removed.Next) == 0 {
+		t.Fatalf("remove: exit %d, %+v\n%s%s", code, removed, out, errOut)
+	}
+	if n := len(c.MemberList(t)); n != 2 {
+		t.Fatalf("after removing m2: %d members", n)
 	}
 }
 
@@ -108,10 +122,19 @@ func TestMemberAddRefusedWhileALearnerIsPending(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	// promote clears it, and then the add goes through (printing how to start the member).
-	if code, out, errOut := runCLI(t, "member", "promote", "l1", "--endpoints", strings.Join(c.Endpoints(), ",")); code != exitOK {
+	code, out, errOut := runCLI(t, "member", "promote", "l1", "--endpoints", strings.Join(c.Endpoints(), ","), "-w", "json")
+	if code != exitOK {
 		t.Fatalf("promote: exit %d %s %s", code, out, errOut)
 	}
-	code, out, errOut := runCLI(t, "member", "add", "--name", "l2", "--peer-urls", peer, "--endpoints", c.Member("m1").ClientURL)
+	var promoted member.Promoted
+	if err := json.Unmarshal([]byte(out), &promoted); err != nil || promoted.Member.Name != "l1" || promoted.Member.IsLearner {
+		t.Fatalf("promote -w json: %+v (%v)\n%s", promoted, err, out)
+	}
+	// A second promote is refused: l1 is a voter now.
+	if code, _, errOut := runCLI(t, "member", "promote", "l1", "--endpoints", strings.Join(c.Endpoints(), ",")); code != exitCritical || !strings.Contains(errOut, "voter already") {
+		t.Fatalf("promote a voter: exit %d %s", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "member", "add", "--name", "l2", "--peer-urls", peer, "--endpoints", c.Member("m1").ClientURL)
 	if code != exitOK || !strings.Contains(out, "--initial-cluster-state existing") {
 		t.Fatalf("add: exit %d\n%s%s", code, out, errOut)
 	}

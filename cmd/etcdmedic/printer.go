@@ -17,6 +17,8 @@ type printer interface {
 	Guard(w io.Writer, r guardResult) error
 	Scan(w io.Writer, r *scan.Result) error
 	MemberChange(w io.Writer, r *member.Replaced) error
+	MemberPromote(w io.Writer, r *member.Promoted) error
+	MemberRemove(w io.Writer, r *member.Removed) error
 	RecoverPlan(w io.Writer, r recoverPlanResult) error
 	RecoverApply(w io.Writer, r recoverApplyResult) error
 	Drill(w io.Writer, r drillResult) error

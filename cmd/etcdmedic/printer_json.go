@@ -32,6 +32,10 @@ func (jsonPrinter) Scan(w io.Writer, r *scan.Result) error { return writeJSON(w,
 
 func (jsonPrinter) MemberChange(w io.Writer, r *member.Replaced) error { return writeJSON(w, r) }
 
+func (jsonPrinter) MemberPromote(w io.Writer, r *member.Promoted) error { return writeJSON(w, r) }
+
+func (jsonPrinter) MemberRemove(w io.Writer, r *member.Removed) error { return writeJSON(w, r) }
+
 func (jsonPrinter) RecoverPlan(w io.Writer, r recoverPlanResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) RecoverApply(w io.Writer, r recoverApplyResult) error { return writeJSON(w, r) }

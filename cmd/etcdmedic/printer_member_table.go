@@ -31,3 +31,20 @@ func (tablePrinter) MemberChange(w io.Writer, r *member.Replaced) error {
 	}
 	return nil
 }
+
+func (tablePrinter) MemberPromote(w io.Writer, r *member.Promoted) error {
+	_, err := fmt.Fprintf(w, "promoted %s\n", r.Member.Label())
+	return err
+}
+
+func (tablePrinter) MemberRemove(w io.Writer, r *member.Removed) error {
+	if r.DryRun {
+		_, err := fmt.Fprintf(w, "would run: %s\n", r.Command)
+		return err
+	}
+	fmt.Fprintf(w, "removed %s\n", r.Member.Label())
+	for _, n := range r.Next {
+		fmt.Fprintf(w, "NEXT    %s\n", n)
+	}
+	return nil
+}

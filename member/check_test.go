@@ -1,0 +1,168 @@
+package member
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+)
+
+// The cluster of these tables: m1, m2, m3 (kubeadm's three masters, incident 2); l4 is a learner
+// added for a fourth member (or for m3's replacement), and newPeer the URL a new member will use.
+var (
+	m1, m2, m3 = voter("a1", "m1"), voter("a2", "m2"), voter("a3", "m3")
+	l4         = etcdmedic.Member{ID: etcdmedic.MustParseID("a4"), PeerURLs: etcdmedic.URLs{"http://10.0.0.14:2380"}, IsLearner: true}
+	newPeer    = []string{"http://10.0.0.15:2380"}
+	liveID     = etcdmedic.MustParseID("c1")
+)
+
+func voter(id, name string) etcdmedic.Member {
+	host := "10.0.0.1" + id[1:]
+	return etcdmedic.Member{ID: etcdmedic.MustParseID(id), Name: name, PeerURLs: etcdmedic.URLs{"http://" + host + ":2380"}, ClientURLs: etcdmedic.URLs{"http://" + host + ":2379"}}
+}
+
+// answers builds what each member's endpoint answers: the members in up answer with the member
+// list, following a leader when there is quorum; the others refuse the connection.
+func answers(members []etcdmedic.Member, up ...etcdmedic.Member) *cluster.View {
+	isUp := map[etcdmedic.ID]bool{}
+	for _, m := range up {
+		isUp[m.ID] = true
+	}
+	voters, votersUp := 0, 0
+	for _, m := range members {
+		if !m.IsLearner {
+			voters++
+			if isUp[m.ID] {
+				votersUp++
+			}
+		}
+	}
+	leader := etcdmedic.NoID
+	if votersUp > voters/2 {
+		leader = up[0].ID
+	}
+	var probes []*cluster.Probe
+	for _, m := range members {
+		endpoint := "http://" + m.ID.String() + ":2379"
+		if len(m.ClientURLs) > 0 {
+			endpoint = m.ClientURLs[0]
+		}
+		if !isUp[m.ID] {
+			probes = append(probes, &cluster.Probe{Endpoint: endpoint, Refused: true, Error: "connection refused"})
+			continue
+		}
+		probes = append(probes, &cluster.Probe{Endpoint: endpoint, Reached: true, Healthy: leader != etcdmedic.NoID, Members: members,
+			Status: &cluster.Status{ClusterID: liveID, MemberID: m.ID, Leader: leader, RaftTerm: 2, RaftIndex: 500, AppliedIndex: 500, Version: "3.6.16", IsLearner: m.IsLearner}})
+	}
+	return cluster.BuildView(probes, time.Unix(0, 0))
+}
+
+func TestCheckChange(t *testing.T) {
+	three := []etcdmedic.Member{m1, m2, m3}
+	withLearner := []etcdmedic.Member{m1, m2, m3, l4}
+	for _, tc := range []struct {
+		name      string
+		view      *cluster.View
+		joining   []string
+		replacing []etcdmedic.ID
+		// want is a phrase of the refusal, "" for none; pending says it is ErrLearnerPending.
+		want    string
+		pending bool
+	}{
+		{name: "healthy: add a member", view: answers(three, m1, m2, m3), joining: newPeer},
+		{name: "no member answered", view: answers(three), joining: newPeer, want: "no member of the cluster answered"},
+		{name: "quorum lost (incident 2): a change cannot commit", view: answers(three, m1), joining: newPeer, want: "no quorum (1 of 3 voters up)"},
+		{name: "one of three down: quorum holds", view: answers(three, m1, m2), joining: newPeer},
+		{name: "another learner pending", view: answers(withLearner, m1, m2, m3), joining: newPeer, want: "learner a4 is still pending", pending: true},
+		{name: "the joining member's own learner, on a rerun", view: answers(withLearner, m1, m2, m3), joining: l4.PeerURLs},
+		{name: "replacing the pending learner itself", view: answers(withLearner, m1, m2, m3), joining: newPeer, replacing: []etcdmedic.ID{l4.ID}},
+		{name: "replacing a down member of three", view: answers(three, m1, m2), joining: newPeer, replacing: []etcdmedic.ID{m3.ID}},
+		{name: "replacing while the cluster has no quorum", view: answers(three, m1), joining: newPeer, replacing: []etcdmedic.ID{m3.ID}, want: "no quorum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkChange(tc.view, tc.joining, tc.replacing)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+			if !errors.Is(err, ErrRefused) {
+				t.Errorf("%v is not ErrRefused", err)
+			}
+			if errors.Is(err, ErrLearnerPending) != tc.pending {
+				t.Errorf("errors.Is(%v, ErrLearnerPending) = %v, want %v", err, !tc.pending, tc.pending)
+			}
+		})
+	}
+}
+
+// CheckRemove is the decision of member remove and of the removal in member replace
+// (quorumAfterRemoval): which member, and whether the voters left up still make a quorum.
+func TestCheckRemove(t *testing.T) {
+	three := []etcdmedic.Member{m1, m2, m3}
+	for _, tc := range []struct {
+		name   string
+		view   *cluster.View
+		member string
+		want   string // a phrase of the refusal, "" for none
+	}{
+		{name: "a down member of three", view: answers(three, m1, m2), member: "m3"},
+		{name: "an up member of three, all up", view: answers(three, m1, m2, m3), member: "m1"},
+		{name: "an up voter while another is down: quorum would be lost", view: answers(three, m1, m3), member: "m1", want: "removing m1 (a1) (up) would leave 1 of 2 voters up, 2 are needed"},
+		{name: "by hex ID", view: answers(three, m1, m2), member: "a3"},
+		{name: "a learner, with one voter down", view: answers([]etcdmedic.Member{m1, m2, m3, l4}, m1, m2, l4), member: "a4"},
+		{name: "a down voter while a learner is pending", view: answers([]etcdmedic.Member{m1, m2, m3, l4}, m1, m2, l4), member: "m3"},
+		{name: "the only member", view: answers([]etcdmedic.Member{m1}, m1), member: "m1", want: "would leave 0 of 0 voters up, 1 are needed"},
+		{name: "no such member", view: answers(three, m1, m2, m3), member: "m9", want: `no member "m9" (members: m1 (a1), m2 (a2), m3 (a3))`},
+		{name: "no member answered", view: answers(three), member: "m3", want: "no member of the cluster answered"},
+		{name: "quorum lost (incident 2)", view: answers(three, m1), member: "m3", want: "no quorum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := CheckRemove(tc.view, tc.member)
+			if tc.want == "" {
+				if err != nil || m == nil || !m.Is(tc.member) {
+					t.Fatalf("member %v, error %v", m, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrRefused) {
+				t.Fatalf("error %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckPromote(t *testing.T) {
+	v := answers([]etcdmedic.Member{m1, m2, m3, l4}, m1, m2, m3)
+	for _, tc := range []struct {
+		name, learner, want string
+	}{
+		{name: "the pending learner", learner: "a4"},
+		{name: "a voter already (a rerun after the promotion went through)", learner: "m2", want: "m2 (a2) is not a learner of this cluster: it is a voter already"},
+		{name: "no such member", learner: "l9", want: "l9 is not a learner of this cluster (members: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := checkPromote(v, tc.learner)
+			if tc.want == "" {
+				if err != nil || m == nil || m.ID != l4.ID {
+					t.Fatalf("member %v, error %v", m, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, ErrRefused) {
+				t.Fatalf("error %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := checkPromote(answers([]etcdmedic.Member{m1, m2, m3, l4}), "a4"); err == nil || !strings.Contains(err.Error(), "no member of the cluster answered") {
+		t.Errorf("nobody answered: %v", err)
+	}
+}
