@@ -101,7 +101,7 @@ not run.`,
 			if err := o.resolve(cmd.Flags()); err != nil {
 				return err
 			}
-			res, err := o.run(cmd.Context(), cmd.ErrOrStderr())
+			res, err := o.run(cmd.Context(), progressOf(cmd))
 			p, _ := printerFor(opts.writeOut)
 			if res != nil { // also when a later step failed: say what was done (quarantined, added)
 				if perr := p.Guard(cmd.OutOrStdout(), *res); perr != nil {

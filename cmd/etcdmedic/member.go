@@ -63,7 +63,7 @@ func (o *memberOptions) joiner(cmd *cobra.Command) (*member.Joiner, func(), erro
 	if err != nil {
 		return nil, nil, failf("", "connect to the cluster: %v", err)
 	}
-	j := &member.Joiner{Client: cli, Out: cmd.ErrOrStderr(), CatchUp: o.catchUp}
+	j := &member.Joiner{Client: cli, Out: progressOf(cmd), CatchUp: o.catchUp}
 	if o.start {
 		if o.spec.DataDir == "" || len(o.spec.ClientURLs) == 0 {
 			cli.Close()
@@ -144,7 +144,7 @@ Exit codes: 0 replaced, 2 refused (nothing changed), 3 failed part way (run agai
 				}
 				defer l.Release()
 			}
-			r := &member.Replacer{Conn: o.conn, Client: j.Client, Joiner: j, Out: cmd.ErrOrStderr(), BackupDir: o.backupDir, DryRun: o.dryRun}
+			r := &member.Replacer{Conn: o.conn, Client: j.Client, Joiner: j, Out: progressOf(cmd), BackupDir: o.backupDir, DryRun: o.dryRun}
 			res, err := r.Replace(cmd.Context(), args[0], o.spec)
 			if res != nil {
 				p, _ := printerFor(opts.writeOut)
@@ -191,7 +191,7 @@ func newMemberAddCommand(opts *globalOptions) *cobra.Command {
 				return refusedOrFailed(err)
 			}
 			if o.spec.DataDir != "" {
-				r := &member.Replacer{Conn: o.conn, Out: cmd.ErrOrStderr()}
+				r := &member.Replacer{Conn: o.conn, Out: progressOf(cmd)}
 				if _, err := r.GuardDataDir(cmd.Context(), o.spec); err != nil {
 					return refusedOrFailed(err)
 				}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // progress reports a long-running command as it goes, on stderr, which leaves stdout to the
@@ -97,4 +99,12 @@ func (p *progress) event(e progressEvent) {
 	case asWritten:
 		fmt.Fprintf(p.w, "%s\n", e.Message)
 	}
+}
+
+// progressOf is the progress writer of the running command, for a library's lines of text:
+// as written with -w table, one JSON event a line (named after the command) with -w json.
+func progressOf(cmd *cobra.Command) io.Writer {
+	format, _ := cmd.Flags().GetString("write-out")
+	event := strings.ReplaceAll(strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" "), " ", "-")
+	return newProgress(format, cmd.ErrOrStderr()).lines(event)
 }
