@@ -115,6 +115,12 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		}
 		return withEvidence(out, ev)
 	}
+	if r.Identity == nil {
+		// A member dir whose WAL names no cluster or member (torn before its metadata): whose
+		// data it is cannot be told, so it is neither started on nor moved.
+		out := verdict(Unreadable, "the data dir's WAL names no cluster and member ID: whose data this is cannot be told; etcdmedic inspect it")
+		return withEvidence(out, ev)
+	}
 	if r.Identity.ClusterID != v.ClusterID {
 		return withEvidence(verdict(Foreign, fmt.Sprintf("the data belongs to cluster %s, not to the live cluster %s: another cluster, or an older incarnation of this one. A member started on it runs under the old cluster ID and never joins (\"request cluster ID mismatch\")", r.Identity.ClusterID, v.ClusterID)), ev)
 	}

@@ -132,6 +132,8 @@ func TestClassify(t *testing.T) {
 			view: afterFailover, expect: Expect{Name: "pd-2"}, want: Removed, movable: true, why: "member f2 is no longer in the live membership"},
 		{name: "another cluster's data, same member names", report: member(datadir.KindEtcdMember, otherID, pd1.ID, "pd-1"),
 			view: healthy, expect: Expect{Name: "pd-1", PeerURLs: pd1.PeerURLs}, want: Foreign, movable: true, why: "request cluster ID mismatch"},
+		{name: "a member dir whose WAL names no cluster or member", report: &datadir.Report{Path: "/var/lib/etcd", Kind: datadir.KindEtcdMember},
+			view: healthy, want: Unreadable, why: "cannot be told"},
 		{name: "a live member's own data dir", report: member(datadir.KindEtcdMember, liveID, pd1.ID, "pd-1"),
 			view: healthy, expect: Expect{Name: "pd-1", PeerURLs: pd1.PeerURLs}, want: Valid, safe: true, why: "is live"},
 		{name: "a live member's data, nothing expected (scan)", report: member(datadir.KindEtcdMember, liveID, pd1.ID, "pd-1"),
