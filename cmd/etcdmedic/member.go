@@ -2,13 +2,11 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/member"
 	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -187,19 +185,10 @@ func newMemberAddCommand(opts *globalOptions) *cobra.Command {
 				}
 				defer l.Release()
 			}
-			if err := checkChangeAllowed(cmd.Context(), o.conn, o.spec.PeerURLs); err != nil {
-				return refusedOrFailed(err)
-			}
-			if o.spec.DataDir != "" {
-				r := &member.Replacer{Conn: o.conn, Out: progressOf(cmd)}
-				if _, err := r.GuardDataDir(cmd.Context(), o.spec); err != nil {
-					return refusedOrFailed(err)
-				}
-			}
-			res, err := j.Join(cmd.Context(), o.spec)
+			res, err := member.Add(cmd.Context(), member.AddOptions{Conn: o.conn, Joiner: j, Spec: o.spec, Out: progressOf(cmd)})
 			if res != nil {
 				p, _ := printerFor(opts.writeOut)
-				p.MemberChange(cmd.OutOrStdout(), &member.Replaced{Plan: res.Steps, Joined: res})
+				p.MemberChange(cmd.OutOrStdout(), res)
 			}
 			if err != nil {
 				return refusedOrFailed(err)
@@ -210,12 +199,6 @@ func newMemberAddCommand(opts *globalOptions) *cobra.Command {
 	o.register(cmd.Flags())
 	o.registerJoin(cmd)
 	return cmd
-}
-
-// checkChangeAllowed refuses membership changes that cannot be safe right now.
-func checkChangeAllowed(ctx context.Context, conn cluster.Conn, joining []string) error {
-	v := cluster.Observe(ctx, conn)
-	return member.CheckChange(v, joining)
 }
 
 func newMemberPromoteCommand(opts *globalOptions) *cobra.Command {
