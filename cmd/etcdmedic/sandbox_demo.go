@@ -38,7 +38,13 @@ func newSandboxDemoCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			step := func(format string, a ...any) { fmt.Fprintf(out, "==> "+format+"\n", a...) }
+			// Steps for a person on stdout, around the report; with -w json, JSON lines on
+			// stderr, stdout being the report's.
+			steps := out
+			if opts.writeOut == "json" {
+				steps = progressOf(cmd)
+			}
+			step := func(format string, a ...any) { fmt.Fprintf(steps, "==> "+format+"\n", a...) }
 			started := time.Now()
 			step("starting a 3-member etcd cluster (the etcd linked into etcdmedic) in %s", dir)
 			sb, err := sandbox.Up(cmd.Context(), sandbox.Options{Dir: dir, Members: 3, Command: command})
