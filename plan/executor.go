@@ -22,7 +22,10 @@ type Step struct {
 	ID     string   `json:"id"`
 	Kind   StepKind `json:"kind"`
 	Member string   `json:"member,omitempty"`
-	Title  string   `json:"title"`
+	// Stage is the pass of a plan that goes over its members more than once (an upgrade's
+	// hop) the step belongs to.
+	Stage int    `json:"stage,omitempty"`
+	Title string `json:"title"`
 }
 
 // NewStep is a step of kind acting on member ("" for a step on the whole cluster).

@@ -111,7 +111,7 @@ func (a *Applier) reportSteps(j *plan.Journal) func(context.Context, plan.Step) 
 	interrupted := map[string]bool{}
 	for i, s := range steps {
 		if at, done := j.Done(s.ID); done {
-			a.report(Event{Kind: StepSkipped, Step: s.ID, Member: stepMember(s.ID),
+			a.report(Event{Kind: StepSkipped, Step: s.ID, Member: s.Member,
 				Message: fmt.Sprintf("[%d/%d] %s: done at %s, skipping", i+1, len(steps), s.Title, at.Format(time.RFC3339))})
 		} else if _, started := j.StartedAt(s.ID); started {
 			interrupted[s.ID] = true
@@ -123,21 +123,15 @@ func (a *Applier) reportSteps(j *plan.Journal) func(context.Context, plan.Step) 
 		if interrupted[s.ID] {
 			resumed = " (resuming: it was interrupted)"
 		}
-		a.report(Event{Kind: StepStarted, Step: s.ID, Member: stepMember(s.ID), Message: n + " " + s.Title + resumed})
+		a.report(Event{Kind: StepStarted, Step: s.ID, Member: s.Member, Message: n + " " + s.Title + resumed})
 		began := a.now()
 		if err := a.run(ctx, s); err != nil {
-			a.report(Event{Kind: StepFailed, Step: s.ID, Member: stepMember(s.ID), Message: n + " " + err.Error()})
+			a.report(Event{Kind: StepFailed, Step: s.ID, Member: s.Member, Message: n + " " + err.Error()})
 			return err
 		}
-		a.report(Event{Kind: StepFinished, Step: s.ID, Member: stepMember(s.ID), Message: fmt.Sprintf("%s done in %s", n, a.now().Sub(began).Round(10*time.Millisecond))})
+		a.report(Event{Kind: StepFinished, Step: s.ID, Member: s.Member, Message: fmt.Sprintf("%s done in %s", n, a.now().Sub(began).Round(10*time.Millisecond))})
 		return nil
 	}
-}
-
-// stepMember is the member a step restarts ("": a step of the whole cluster).
-func stepMember(id string) string {
-	_, name, _ := stepParts(id)
-	return name
 }
 
 // conn reaches every member of the plan.
@@ -150,26 +144,23 @@ func (a *Applier) conn() cluster.Conn {
 }
 
 func (a *Applier) run(ctx context.Context, s plan.Step) error {
-	switch {
-	case s.ID == "snapshot":
+	switch s.Kind {
+	case StepSnapshot:
 		v := cluster.Observe(ctx, a.conn())
 		b, err := member.SaveSnapshot(ctx, a.conn(), v, a.Plan.BackupDir, nil)
 		if err == nil {
 			a.report(Event{Kind: SnapshotSaved, Step: s.ID, Message: fmt.Sprintf("%s (%d bytes, sha256 %s)", b.Path, b.Bytes, b.SHA256)})
 		}
 		return err
-	case s.ID == "downgrade-enable":
+	case StepDowngradeEnable:
 		return a.enableDowngrade(ctx)
-	case strings.HasPrefix(s.ID, "hop"):
-		h, name, ok := stepParts(s.ID)
-		if !ok || h >= len(a.Plan.Hops) {
+	case StepHop:
+		if s.Stage >= len(a.Plan.Hops) {
 			return fmt.Errorf("unknown step %q", s.ID)
 		}
-		return a.restart(ctx, s.ID, a.Plan.member(name), a.Plan.Hops[h])
-	case strings.HasPrefix(s.ID, "check"):
-		var h int
-		fmt.Sscanf(strings.TrimPrefix(s.ID, "check"), "%d", &h)
-		return a.check(ctx, h)
+		return a.restart(ctx, s.ID, a.Plan.member(s.Member), a.Plan.Hops[s.Stage])
+	case StepCheck:
+		return a.check(ctx, s.Stage)
 	}
 	return fmt.Errorf("unknown step %q", s.ID)
 }

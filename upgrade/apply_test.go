@@ -19,7 +19,7 @@ func journaled(t *testing.T, record func(j *plan.Journal, at time.Time)) (*Appli
 	record(j, time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC))
 	p := &Plan{Version: 1, From: "v3.5.24", Target: "v3.6.16",
 		Members: []Member{{Name: "m1", DataDir: t.TempDir()}, {Name: "m2", DataDir: t.TempDir()}},
-		Steps:   []plan.Step{{ID: "snapshot", Title: "snapshot the cluster"}, {ID: hopStep(0, "m1"), Title: "restart m1"}, {ID: hopStep(0, "m2"), Title: "restart m2"}}}
+		Steps:   []plan.Step{plan.NewStep(StepSnapshot, "", "snapshot the cluster"), hopStep(0, "m1", "restart m1"), hopStep(0, "m2", "restart m2")}}
 	var events []Event
 	return &Applier{Plan: p, Dir: dir, Progress: func(e Event) { events = append(events, e) }}, &events
 }
@@ -35,7 +35,7 @@ func kinds(events []Event) []EventKind {
 // Run again on a plan whose every step is done, apply changes nothing and says so, step by step.
 func TestApplyOfAFinishedPlanSkipsEveryStep(t *testing.T) {
 	a, events := journaled(t, func(j *plan.Journal, at time.Time) {
-		for _, s := range []string{"snapshot", hopStep(0, "m1"), hopStep(0, "m2")} {
+		for _, s := range []string{"snapshot", hopStepID(0, "m1"), hopStepID(0, "m2")} {
 			j.Record(s, plan.Started, "", at)
 			j.Record(s, plan.Finished, "1s", at)
 		}
@@ -55,7 +55,7 @@ func TestApplyReportsAResumedStepAndItsFailure(t *testing.T) {
 	a, events := journaled(t, func(j *plan.Journal, at time.Time) {
 		j.Record("snapshot", plan.Started, "", at)
 		j.Record("snapshot", plan.Finished, "1s", at)
-		j.Record(hopStep(0, "m1"), plan.Started, "", at) // the power went here
+		j.Record(hopStepID(0, "m1"), plan.Started, "", at) // the power went here
 	})
 	// The plan has no hop 0: the step fails before it touches anything.
 	res, err := a.Apply(t.Context())

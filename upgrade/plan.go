@@ -119,16 +119,16 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	}
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), From: "v" + current.String(), Target: "v" + target.String(), Members: members, Hops: hops,
 		Binaries: binaries, BackupDir: abs, EtcdFlags: etcdFlags, Check: check}
-	p.Steps = append(p.Steps, plan.Step{ID: "snapshot", Title: "snapshot the cluster into " + abs + " (sha256 checksummed)"})
+	p.Steps = append(p.Steps, plan.NewStep(StepSnapshot, "", "snapshot the cluster into "+abs+" (sha256 checksummed)"))
 	if target.Minor < current.Minor {
 		p.Downgrade = fmt.Sprintf("%d.%d", target.Major, target.Minor)
-		p.Steps = append(p.Steps, plan.Step{ID: "downgrade-enable", Title: fmt.Sprintf("etcdctl downgrade validate %s; etcdctl downgrade enable %s; wait until every member's storage version is %s.0", p.Downgrade, p.Downgrade, p.Downgrade)})
+		p.Steps = append(p.Steps, plan.NewStep(StepDowngradeEnable, "", fmt.Sprintf("etcdctl downgrade validate %s; etcdctl downgrade enable %s; wait until every member's storage version is %s.0", p.Downgrade, p.Downgrade, p.Downgrade)))
 	}
 	for h, hop := range hops {
 		for _, m := range members {
-			p.Steps = append(p.Steps, plan.Step{ID: hopStep(h, m.Name), Title: fmt.Sprintf("hop %d (%s, %s): restart %s on %s, moving leadership away first if it leads; wait until healthy and caught up", h+1, hop.Version, hop.Why, m.Name, hop.Version)})
+			p.Steps = append(p.Steps, hopStep(h, m.Name, fmt.Sprintf("hop %d (%s, %s): restart %s on %s, moving leadership away first if it leads; wait until healthy and caught up", h+1, hop.Version, hop.Why, m.Name, hop.Version)))
 		}
-		p.Steps = append(p.Steps, plan.Step{ID: fmt.Sprintf("check%d", h), Title: fmt.Sprintf("after hop %d: every member up, no critical finding, no membership drift", h+1)})
+		p.Steps = append(p.Steps, checkStep(h, fmt.Sprintf("after hop %d: every member up, no critical finding, no membership drift", h+1)))
 	}
 	return p, nil
 }
@@ -147,6 +147,9 @@ func LoadPlan(dir string) (*Plan, error) {
 	}
 	if p.Version != 1 || len(p.Members) == 0 || len(p.Steps) == 0 {
 		return nil, fmt.Errorf("%s in %s is not a plan this etcdmedic can apply", plan.File, dir)
+	}
+	for i := range p.Steps {
+		p.Steps[i] = typed(p.Steps[i])
 	}
 	return &p, nil
 }

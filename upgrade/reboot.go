@@ -29,7 +29,7 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error
 		}
 		version := a.Plan.From
 		for h, hop := range a.Plan.Hops {
-			if _, started := j.StartedAt(hopStep(h, m.Name)); started {
+			if _, started := j.StartedAt(hopStepID(h, m.Name)); started {
 				version = hop.Version
 			}
 		}
@@ -68,6 +68,3 @@ func (a *Applier) waitAllUp(ctx context.Context) error {
 		}
 	}
 }
-
-// hopStep is the step that restarts member name in hop h.
-func hopStep(h int, name string) string { return fmt.Sprintf("hop%d:%s", h, name) }
