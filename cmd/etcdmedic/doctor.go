@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -168,6 +169,6 @@ func (p watchPrinter) change(at time.Time, c finding.Change) error {
 }
 
 func isFailure(err error) bool {
-	ce, ok := err.(*cliError)
-	return ok && ce.code == exitFailed
+	var ce *cliError
+	return errors.As(err, &ce) && ce.code == exitFailed
 }
