@@ -162,7 +162,9 @@ func (p watchPrinter) change(at time.Time, c finding.Change) error {
 		_, err := fmt.Fprintf(p.w, "%s %s\n", at.Format(time.RFC3339), c)
 		return err
 	}
-	return json.NewEncoder(p.w).Encode(struct {
+	enc := json.NewEncoder(p.w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(struct {
 		Time time.Time `json:"time"`
 		finding.Change
 	}{at, c})

@@ -84,11 +84,9 @@ func (p *progress) event(e progressEvent) {
 	defer p.mu.Unlock()
 	if p.json {
 		e.Time = p.now().UTC()
-		b, err := json.Marshal(e)
-		if err != nil {
-			return // strings and a time: cannot happen
-		}
-		p.w.Write(append(b, '\n'))
+		enc := json.NewEncoder(p.w) // one Write per event: a whole line
+		enc.SetEscapeHTML(false)    // "==> step 1/6" stays readable in a log
+		enc.Encode(e)
 		return
 	}
 	switch e.line {

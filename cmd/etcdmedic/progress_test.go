@@ -40,7 +40,7 @@ func TestProgressOfALibrarysLines(t *testing.T) {
 	w := p.lines("recover")
 	fmt.Fprintf(w, "==> [1/7] stop every member\n    m1 stop")
 	fmt.Fprintf(w, "ped\n\n")
-	want := `{"time":"2026-12-01T03:00:00Z","event":"recover","member":"","step":"","message":"==\u003e [1/7] stop every member"}
+	want := `{"time":"2026-12-01T03:00:00Z","event":"recover","member":"","step":"","message":"==> [1/7] stop every member"}
 {"time":"2026-12-01T03:00:00Z","event":"recover","member":"","step":"","message":"m1 stopped"}
 `
 	if errOut.String() != want {
