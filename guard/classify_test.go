@@ -3,11 +3,11 @@ package guard
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/etcdmedic/etcdmedic"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/cluster/clustertest"
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
@@ -15,9 +15,9 @@ import (
 var (
 	liveID  = etcdmedic.MustParseID("c1")
 	otherID = etcdmedic.MustParseID("c2")
-	pd0     = voter("a0", "pd-0")
-	pd1     = voter("a1", "pd-1")
-	pd2     = voter("a2", "pd-2")
+	pd0     = clustertest.Voter("a0", "pd-0")
+	pd1     = clustertest.Voter("a1", "pd-1")
+	pd2     = clustertest.Voter("a2", "pd-2")
 	// pd2Old is the member pd-2 was before its failover: removed, its ID gone from the membership.
 	pd2Old = etcdmedic.MustParseID("f2")
 	// newPeer is where a new member (pd-3) will listen; addedPD3 is it after `member add --learner`.
@@ -25,45 +25,9 @@ var (
 	addedPD3 = etcdmedic.Member{ID: etcdmedic.MustParseID("a3"), PeerURLs: etcdmedic.URLs{newPeer}, IsLearner: true}
 )
 
-func voter(id, name string) etcdmedic.Member {
-	host := "10.0.0.1" + id[1:]
-	return etcdmedic.Member{ID: etcdmedic.MustParseID(id), Name: name, PeerURLs: etcdmedic.URLs{"http://" + host + ":2380"}, ClientURLs: etcdmedic.URLs{"http://" + host + ":2379"}}
-}
-
-// answers builds what each member's endpoint answers: members in up answer with the member
-// list, following a leader when there is quorum; the others refuse the connection.
+// answers is the live cluster liveID as probes find it when the members in up answer.
 func answers(members []etcdmedic.Member, up ...etcdmedic.Member) *cluster.View {
-	isUp := map[etcdmedic.ID]bool{}
-	for _, m := range up {
-		isUp[m.ID] = true
-	}
-	voters, votersUp := 0, 0
-	for _, m := range members {
-		if !m.IsLearner {
-			voters++
-			if isUp[m.ID] {
-				votersUp++
-			}
-		}
-	}
-	leader := etcdmedic.NoID
-	if votersUp > voters/2 {
-		leader = up[0].ID
-	}
-	var probes []*cluster.Probe
-	for _, m := range members {
-		endpoint := "http://" + m.ID.String() + ":2379"
-		if len(m.ClientURLs) > 0 {
-			endpoint = m.ClientURLs[0]
-		}
-		if !isUp[m.ID] {
-			probes = append(probes, &cluster.Probe{Endpoint: endpoint, Refused: true, Error: "connection refused"})
-			continue
-		}
-		probes = append(probes, &cluster.Probe{Endpoint: endpoint, Reached: true, Healthy: leader != etcdmedic.NoID, Members: members,
-			Status: &cluster.Status{ClusterID: liveID, MemberID: m.ID, Leader: leader, RaftTerm: 3, RaftIndex: 900, AppliedIndex: 900, Version: "3.5.17", IsLearner: m.IsLearner}})
-	}
-	return cluster.BuildView(probes, time.Unix(0, 0))
+	return clustertest.Answering(liveID, members, up...)
 }
 
 // noLeader is the three members answering mid-election: quorum up, no leader, no read served.

@@ -4,61 +4,25 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/etcdmedic/etcdmedic"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/cluster/clustertest"
 )
 
 // The cluster of these tables: m1, m2, m3 (kubeadm's three masters, incident 2); l4 is a learner
 // added for a fourth member (or for m3's replacement), and newPeer the URL a new member will use.
 var (
-	m1, m2, m3 = voter("a1", "m1"), voter("a2", "m2"), voter("a3", "m3")
+	m1, m2, m3 = clustertest.Voter("a1", "m1"), clustertest.Voter("a2", "m2"), clustertest.Voter("a3", "m3")
 	l4         = etcdmedic.Member{ID: etcdmedic.MustParseID("a4"), PeerURLs: etcdmedic.URLs{"http://10.0.0.14:2380"}, IsLearner: true}
 	newPeer    = []string{"http://10.0.0.15:2380"}
 	liveID     = etcdmedic.MustParseID("c1")
 )
 
-func voter(id, name string) etcdmedic.Member {
-	host := "10.0.0.1" + id[1:]
-	return etcdmedic.Member{ID: etcdmedic.MustParseID(id), Name: name, PeerURLs: etcdmedic.URLs{"http://" + host + ":2380"}, ClientURLs: etcdmedic.URLs{"http://" + host + ":2379"}}
-}
-
-// answers builds what each member's endpoint answers: the members in up answer with the member
-// list, following a leader when there is quorum; the others refuse the connection.
+// answers is the live cluster liveID as probes find it when the members in up answer.
 func answers(members []etcdmedic.Member, up ...etcdmedic.Member) *cluster.View {
-	isUp := map[etcdmedic.ID]bool{}
-	for _, m := range up {
-		isUp[m.ID] = true
-	}
-	voters, votersUp := 0, 0
-	for _, m := range members {
-		if !m.IsLearner {
-			voters++
-			if isUp[m.ID] {
-				votersUp++
-			}
-		}
-	}
-	leader := etcdmedic.NoID
-	if votersUp > voters/2 {
-		leader = up[0].ID
-	}
-	var probes []*cluster.Probe
-	for _, m := range members {
-		endpoint := "http://" + m.ID.String() + ":2379"
-		if len(m.ClientURLs) > 0 {
-			endpoint = m.ClientURLs[0]
-		}
-		if !isUp[m.ID] {
-			probes = append(probes, &cluster.Probe{Endpoint: endpoint, Refused: true, Error: "connection refused"})
-			continue
-		}
-		probes = append(probes, &cluster.Probe{Endpoint: endpoint, Reached: true, Healthy: leader != etcdmedic.NoID, Members: members,
-			Status: &cluster.Status{ClusterID: liveID, MemberID: m.ID, Leader: leader, RaftTerm: 2, RaftIndex: 500, AppliedIndex: 500, Version: "3.6.16", IsLearner: m.IsLearner}})
-	}
-	return cluster.BuildView(probes, time.Unix(0, 0))
+	return clustertest.Answering(liveID, members, up...)
 }
 
 func TestCheckChange(t *testing.T) {
