@@ -22,7 +22,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := etcdtest.Main(m, etcdtest.Needs{
+		Servers: []string{etcdtest.V3_5_19, etcdtest.V3_5_21, etcdtest.V3_5_24, etcdtest.V3_6, etcdtest.Linked},
+	})
 	if templateRoot != "" {
 		os.RemoveAll(templateRoot)
 	}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
 // fakeMemberEnv makes this test binary a stand-in member: it sleeps, whatever its arguments.
@@ -18,7 +20,7 @@ func TestMain(m *testing.M) {
 		time.Sleep(5 * time.Minute)
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(etcdtest.Main(m, etcdtest.Needs{}))
 }
 
 // Which processes a member's recorded pid may be signalled as: only its own etcd, by its

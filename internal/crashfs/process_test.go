@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
 const (
@@ -43,7 +45,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(etcdtest.Main(m, etcdtest.Needs{Servers: []string{etcdtest.V3_6}}))
 }
 
 // startForTest serves a crash filesystem over backing at mnt from a child process, skips the

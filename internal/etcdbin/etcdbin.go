@@ -149,9 +149,17 @@ func path(ctx context.Context, t tool, version string) (string, error) {
 
 // Cached reports whether the etcd server of version is built and cached already (Path then
 // returns at once instead of building it).
-func Cached(version string) bool {
+func Cached(version string) bool { return cached(server, version) }
+
+// EtcdutlCached reports whether etcdutl of version is built and cached already.
+func EtcdutlCached(version string) bool { return cached(etcdutl, version) }
+
+// EtcdctlCached reports whether etcdctl of version is built and cached already.
+func EtcdctlCached(version string) bool { return cached(etcdctl, version) }
+
+func cached(t tool, version string) bool {
 	cache, err := CacheDir()
-	return err == nil && isBuilt(filepath.Join(cache, version, server.name))
+	return err == nil && isBuilt(filepath.Join(cache, version, t.name))
 }
 
 func isBuilt(bin string) bool {

@@ -3,6 +3,7 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -82,6 +83,9 @@ func resolveBinary(version string) (EtcdBinary, error) {
 			return EtcdBinary{}, err
 		}
 		return EtcdBinary{Version: Linked, Path: path, PrefixArgs: []string{"etcd"}}, nil
+	}
+	if !etcdbin.Cached(version) {
+		fmt.Fprintf(os.Stderr, "etcdtest: building etcd %s inside a test (about 75 s): name it in the package's etcdtest.Needs to build it before the tests\n", version)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
 	defer cancel()

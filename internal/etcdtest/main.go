@@ -1,0 +1,105 @@
+package etcdtest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
+)
+
+// Needs names the binaries a test package's tests run, for Main to build before them.
+type Needs struct {
+	// Servers are the etcd server versions the tests run (V3_5_19, ..., V3_6, Linked): through
+	// NewCluster or Binary, or through etcdmedic commands that run their own (a drill).
+	Servers []string
+	// Etcdutl and Etcdctl are the versions of those tools the tests run.
+	Etcdutl, Etcdctl []string
+	// Etcdmedic is set when the tests run the CLI (EtcdmedicBinary); Linked implies it.
+	Etcdmedic bool
+}
+
+// Main runs a test package's tests; call it from TestMain: os.Exit(etcdtest.Main(m, needs)).
+//
+// Every process the tests start dies with the test binary, however it ends (a failure, a
+// go test -timeout, a SIGKILL), detached ones too: Main points TMPDIR at a root dir of the run,
+// which every child inherits, and a watchdog process kills whatever runs with it once the
+// test binary is gone, then removes the root. At start it sweeps what earlier killed runs left.
+//
+// When the whole package runs (no -test.run), Main first builds what needs names (a cold
+// cache takes about 75 s per etcd version), outside go test's -timeout, which starts with the
+// first test. Tests still build lazily what is missing.
+func Main(m *testing.M, needs Needs) int {
+	if root := os.Getenv(reaperRootEnv); root != "" {
+		return watch(root)
+	}
+	rr, err := startRunRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "etcdtest: %v\n", err)
+		return 1
+	}
+	defer rr.end()
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	if flagValue("test.run") == "" && flagValue("test.list") == "" {
+		needs.build()
+	}
+	return m.Run()
+}
+
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// build builds every binary in n, saying so for each one that is not cached yet. A failed
+// build is reported and left to the tests that need it.
+func (n Needs) build() {
+	etcdmedic := n.Etcdmedic
+	for _, v := range n.Servers {
+		if v == Linked {
+			etcdmedic = true
+			continue
+		}
+		prebuild("etcd", v, etcdbin.Cached(v), etcdbin.Path)
+	}
+	for _, v := range n.Etcdutl {
+		prebuild("etcdutl", v, etcdbin.EtcdutlCached(v), etcdbin.EtcdutlPath)
+	}
+	for _, v := range n.Etcdctl {
+		prebuild("etcdctl", v, etcdbin.EtcdctlCached(v), etcdbin.EtcdctlPath)
+	}
+	if etcdmedic {
+		started := time.Now()
+		if _, err := etcdmedicBinary(); err != nil {
+			fmt.Fprintf(os.Stderr, "etcdtest: build etcdmedic: %v\n", err)
+			return
+		}
+		if took := time.Since(started); took > time.Second {
+			fmt.Fprintf(os.Stderr, "etcdtest: built etcdmedic in %s\n", took.Round(time.Second))
+		}
+	}
+}
+
+// prebuild builds one etcd tool of version through etcdbin, unless cached.
+func prebuild(tool, version string, cached bool, path func(context.Context, string) (string, error)) {
+	if cached {
+		return
+	}
+	dir, _ := etcdbin.CacheDir()
+	fmt.Fprintf(os.Stderr, "etcdtest: building %s %s before the tests (about 75 s, cached in %s)\n", tool, version, dir)
+	started := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
+	defer cancel()
+	if _, err := path(ctx, version); err != nil {
+		fmt.Fprintf(os.Stderr, "etcdtest: build %s %s: %v\n", tool, version, err)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "etcdtest: %s %s ready in %s\n", tool, version, time.Since(started).Round(time.Second))
+}
