@@ -315,6 +315,7 @@ func TestHostileSymlinkedDataDirs(t *testing.T) {
 	if err := os.Symlink(real1, m1.DataDir); err != nil {
 		t.Fatal(err)
 	}
+	killLocalMember(t, real1) // the recovery runs m1 on its real data dir, and keeps its pid file beside it
 	wal2 := filepath.Join(walDisk, "m2-wal")
 	if err := os.Rename(filepath.Join(m2.DataDir, "member", "wal"), wal2); err != nil {
 		t.Fatal(err)
