@@ -14,6 +14,7 @@ import (
 // Bad input gets a clear error or a report that names the damage, never a panic.
 
 func TestInspectRefusesWhatIsNotADataDir(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	file := filepath.Join(tmp, "file")
 	os.WriteFile(file, []byte("hello"), 0o644)
@@ -56,6 +57,7 @@ func TestInspectRefusesWhatIsNotADataDir(t *testing.T) {
 }
 
 func TestInspectPermissionDenied(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() == 0 {
 		t.Skip("root reads every file: permission denied cannot happen")
 	}
@@ -86,6 +88,7 @@ func endOfRecords(t *testing.T, path string) (last, end int64) {
 }
 
 func TestInspectDamagedWAL(t *testing.T) {
+	t.Parallel()
 	t.Run("cut inside the last record", func(t *testing.T) {
 		dir := stoppedMember(t)
 		seg, lastIndex := lastSegment(t, dir)
@@ -144,6 +147,7 @@ func TestInspectDamagedWAL(t *testing.T) {
 }
 
 func TestInspectDamagedDB(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(path string) error

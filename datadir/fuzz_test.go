@@ -158,6 +158,7 @@ func FuzzPDJoin(f *testing.F) {
 // A large entry is skimmed (its payload not read) unless it is the newest segment's last
 // record; either way its index and term count.
 func TestLargeEntriesAreSkimmedButCounted(t *testing.T) {
+	t.Parallel()
 	b := seedWALBig()
 	for _, last := range []bool{true, false} {
 		w := &walReader{src: bytes.NewReader(b), size: int64(len(b)), last: last}
@@ -185,6 +186,7 @@ func TestLargeEntriesAreSkimmedButCounted(t *testing.T) {
 
 // The seed WAL decodes into the expected member: the fuzz seeds are real frames.
 func TestSeedWALDecodes(t *testing.T) {
+	t.Parallel()
 	b := seedWAL()
 	w := &walReader{src: bytes.NewReader(b), name: "seed.wal", size: int64(len(b)), last: true}
 	st := &walState{}

@@ -98,8 +98,10 @@ func grownCluster(t *testing.T, version string, snapshotCount int) (*etcdtest.Cl
 // TestInspectMatchesLiveCluster checks every field inspect reports against what the live
 // cluster said, on each etcd version users run, and that inspect changes no byte.
 func TestInspectMatchesLiveCluster(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{etcdtest.V3_5_19, etcdtest.V3_5_21, etcdtest.V3_5_24, etcdtest.V3_6, etcdtest.Linked} {
 		t.Run(version, func(t *testing.T) {
+			t.Parallel()
 			c, live := grownCluster(t, version, 25) // a low --snapshot-count, so a .snap exists
 			for _, m := range c.Members() {
 				if r, _ := datadir.Inspect(m.DataDir, datadir.Options{}); r == nil || r.Raft.Snapshot == nil {
@@ -154,6 +156,7 @@ func TestInspectMatchesLiveCluster(t *testing.T) {
 // yet), and etcd v3.6 then refuses to start on the data dir. With a .snap taken after the
 // promotions, v3.6 repairs the flags itself from the snapshot (etcd #19636) and starts.
 func TestIncident3DriftBlocksV36(t *testing.T) {
+	t.Parallel()
 	c, live := grownCluster(t, etcdtest.V3_5_19, 0)
 	m1 := c.Member("m1")
 	r, err := datadir.Inspect(m1.DataDir, datadir.Options{})

@@ -41,6 +41,7 @@ func setChild(p []byte, i int, child uint64) {
 }
 
 func TestInspectDeepReportsDamagedPages(t *testing.T) {
+	t.Parallel()
 	le := binary.LittleEndian
 	for _, tc := range []struct {
 		name string
@@ -108,6 +109,7 @@ func TestInspectDeepReportsDamagedPages(t *testing.T) {
 
 // Damage on the pages bbolt reads makes the db unreadable; the error still names the page.
 func TestInspectDeepDamageBboltCannotRead(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		damage func(l DBPages) (uint64, func(p []byte), string)

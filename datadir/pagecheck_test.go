@@ -204,6 +204,7 @@ func boltCheck(t testing.TB, path string) (errs []error, keys map[string]int, fr
 }
 
 func TestCheckPagesAgreesWithBboltOnAnUndamagedDB(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts *bolt.Options
@@ -237,6 +238,7 @@ func TestCheckPagesAgreesWithBboltOnAnUndamagedDB(t *testing.T) {
 
 // Each way of damaging one page, and the problem that must name it.
 func TestCheckPagesNamesTheDamagedPage(t *testing.T) {
+	t.Parallel()
 	le := binary.LittleEndian
 	for _, tc := range []struct {
 		name   string
@@ -433,6 +435,7 @@ func containsProblem(errs []string, want string) bool {
 
 // Many damaged pages: the list stops at MaxPageErrors, the count goes on.
 func TestCheckPagesCapsTheListButCountsEverything(t *testing.T) {
+	t.Parallel()
 	l := buildTestDB(t, t.TempDir(), &bolt.Options{PageSize: 4096})
 	for _, id := range l.leaves {
 		damagePage(t, l.path, l.pageSize, id, func(p []byte) { binary.LittleEndian.PutUint16(p[8:], 0x40) })
@@ -448,6 +451,7 @@ func TestCheckPagesCapsTheListButCountsEverything(t *testing.T) {
 
 // A file that is not a bbolt db, or cannot be read, is an error, not a list of problems.
 func TestCheckPagesUnreadableFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	zeros := filepath.Join(dir, "zeros")
 	os.WriteFile(zeros, make([]byte, 16384), 0o600)
@@ -541,6 +545,7 @@ func FuzzPageCheck(f *testing.F) {
 
 // The fuzz seed is a db bbolt itself finds sound, and so does the page check.
 func TestSmallDBSeedIsSound(t *testing.T) {
+	t.Parallel()
 	b := smallDB(t)
 	path := filepath.Join(t.TempDir(), "db")
 	os.WriteFile(path, b, 0o600)

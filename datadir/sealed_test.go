@@ -7,6 +7,7 @@ import (
 )
 
 func TestSealedWALSegmentsAreAllButTheNewest(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wal := filepath.Join(dir, "member", "wal")
 	if err := os.MkdirAll(wal, 0o700); err != nil {

@@ -50,6 +50,7 @@ func putEvent(key, value string, rev int64) workload.WatchEvent {
 // Each row is a situation a repair can leave behind, built by hand: the checker must pass the
 // clean ones and name what broke in the others.
 func TestCheckNamesTheFirstViolation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		h    workload.History

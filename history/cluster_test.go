@@ -36,6 +36,7 @@ func readFinal(t *testing.T, c *etcdtest.Cluster, h *workload.History) {
 
 // A healthy 3-member v3.6 cluster under the full workload passes every check.
 func TestHealthyClusterUnderLoadPasses(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.V3_6})
 	h := runWorkload(t, c, 8*time.Second)
 	readFinal(t, c, h)
@@ -51,6 +52,7 @@ func TestHealthyClusterUnderLoadPasses(t *testing.T) {
 // back, loses the writes acknowledged since and brings back the keys deleted since: the
 // checker names it.
 func TestRestoredOlderCopyLosesAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.V3_6})
 	// 64 shared keys: some key's last acknowledged write is a delete, whose key the copy holds
 	// (with 16, in about one run in ten none was).
@@ -148,6 +150,7 @@ func run(t *testing.T, name string, args ...string) {
 // restore see values older than writes acknowledged before it. The checker calls that history
 // not linearizable, at a client's read of the key.
 func TestSnapshotRestoredUnderRunningWorkloadGivesStaleReads(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
 	m := c.Members()[0]
 	w, err := workload.Start(t.Context(), c.Endpoints(), workload.Spec{})
@@ -200,6 +203,7 @@ func observes(op string) bool {
 // the cluster hands out again revisions its watchers already passed, so a watcher resumed
 // after the restart never gets the events of writes acknowledged at those revisions.
 func TestOlderCopyRestoredUnderRunningWatchersGivesWatchGaps(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
 	w, err := workload.Start(t.Context(), c.Endpoints(), workload.Spec{})
 	if err != nil {

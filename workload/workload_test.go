@@ -12,6 +12,7 @@ import (
 // A healthy 3-member v3.6 cluster takes the full mix from 8 clients and 2 watchers, and every
 // operation comes back recorded with its outcome.
 func TestWorkloadRecordsEveryOperationOnAHealthyCluster(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.V3_6})
 	ctx := t.Context()
 	w, err := workload.Start(ctx, c.Endpoints(), workload.Spec{})
@@ -69,6 +70,7 @@ func TestWorkloadRecordsEveryOperationOnAHealthyCluster(t *testing.T) {
 
 // Reads change nothing, so a failed one failed; a write that timed out may have been applied.
 func TestOutcomeOfAnError(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()
@@ -84,6 +86,7 @@ func TestOutcomeOfAnError(t *testing.T) {
 }
 
 func TestWriteOutageIsTheLongestGapBetweenAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	h := &workload.History{Ops: []workload.Op{
@@ -103,6 +106,7 @@ func TestWriteOutageIsTheLongestGapBetweenAcknowledgedWrites(t *testing.T) {
 // A paused workload starts no operation until it resumes, every operation in flight has ended
 // when Pause returns, and a workload stopped while paused stops.
 func TestPausedWorkloadStartsNothingUntilResumed(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
 	w, err := workload.Start(t.Context(), c.Endpoints(), workload.Spec{})
 	if err != nil {

@@ -16,6 +16,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 func TestVersionNamesLinkedEtcd(t *testing.T) {
+	t.Parallel()
 	code, out, _ := runCLI(t, "version", "-w", "json")
 	var v versionInfo
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || !strings.HasPrefix(v.LinkedEtcd, "3.7.") {
@@ -25,6 +26,7 @@ func TestVersionNamesLinkedEtcd(t *testing.T) {
 
 // Every bad command line gets one "Error:" line (plus at most a hint) and exit 3.
 func TestBadInputGetsOneClearLine(t *testing.T) {
+	t.Parallel()
 	file := t.TempDir() + "/file"
 	writeFile(t, file, "x")
 	for _, args := range [][]string{

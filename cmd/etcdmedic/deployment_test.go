@@ -46,6 +46,7 @@ type shape struct {
 // etcd runs: its name, data dir, WAL dir and URLs. Stopped, inspect reads it through the same
 // configuration, both halves when the WAL lives apart.
 func TestDeploymentShapesResolveToTheMemberEtcdRuns(t *testing.T) {
+	t.Parallel()
 	bin := etcdtest.EtcdmedicBinary(t)
 	for _, mk := range []func(t *testing.T, bin string) shape{configFileShape, environmentShape, walDirFlagShape, unitShape, pdShape} {
 		s := mk(t, bin)
@@ -256,6 +257,7 @@ func writeKeys(t *testing.T, endpoints []string, n int) {
 // contents beside the data dir, one manifest with every file's checksum. Given without its WAL
 // dir, a member whose WAL lives apart is INCOMPLETE and nothing moves.
 func TestGuardQuarantinesEachShapeWhole(t *testing.T) {
+	t.Parallel()
 	live := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	bin := etcdtest.EtcdmedicBinary(t)
 	for _, mk := range []func(t *testing.T, bin string) shape{configFileShape, environmentShape, walDirFlagShape, unitShape, pdShape} {
@@ -503,6 +505,7 @@ func (c *walApartCluster) recover(t *testing.T, etcdCommand string, members []st
 // config file (--from-config), stops the running one, backs up and quarantines both halves of
 // every member, and starts each with its --wal-dir again. Nothing acknowledged is lost.
 func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
+	t.Parallel()
 	bin := etcdtest.EtcdmedicBinary(t)
 	c := startWALApartCluster(t, bin, "etcd")
 	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 80})
@@ -517,6 +520,7 @@ func TestRecoverMembersRunFromConfigFilesWithTheirWALApart(t *testing.T) {
 // running is read from its process (--from-process), the two killed are given by hand, each
 // with its --wal-dir.
 func TestRecoverMembersRunFromEnvironmentWithTheirWALApart(t *testing.T) {
+	t.Parallel()
 	bin := etcdtest.EtcdmedicBinary(t)
 	c := startWALApart(t, byEnvironment, bin, "etcd")
 	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 80})
@@ -535,6 +539,7 @@ func TestRecoverMembersRunFromEnvironmentWithTheirWALApart(t *testing.T) {
 // beside the survivor's WAL dir and it is moved in, so the restored member runs with its WAL
 // apart too; everything the snapshot holds is there.
 func TestRecoverFromSnapshotOntoMembersWithTheirWALApart(t *testing.T) {
+	t.Parallel()
 	version := etcdtest.V3_6
 	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
 	if err != nil {
@@ -564,6 +569,7 @@ func TestRecoverFromSnapshotOntoMembersWithTheirWALApart(t *testing.T) {
 // the new member, read from its config file, starts with its --wal-dir. A WAL dir left behind
 // without its data dir is refused: etcd would replay it.
 func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)
@@ -619,6 +625,7 @@ func TestMemberReplaceGuardsBothHalvesOfTheNewMember(t *testing.T) {
 // apart (one given with --data-dir and --wal-dir, two with --from-config): every member is
 // restarted on the new binary with its --wal-dir, nothing lost.
 func TestUpgradeMembersWithTheirWALApart(t *testing.T) {
+	t.Parallel()
 	c := startWALApartCluster(t, etcdtest.Binary(t, etcdtest.V3_5_24).Path)
 	ledger := etcdtest.StartLoad(t.Context(), t, c.cli, etcdtest.LoadSpec{Rate: 50})
 	waitAcked(t, ledger, 20)

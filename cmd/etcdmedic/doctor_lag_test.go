@@ -16,6 +16,7 @@ import (
 // lagging, with the leader's and its own index, still shows its status (it answers clients),
 // and the finding clears once the network heals and the follower catches up.
 func TestDoctorMemberLagging(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, PeerProxies: true})
 	all := c.Endpoints()
 	leader := c.Leader(t)

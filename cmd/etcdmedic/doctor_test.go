@@ -96,6 +96,7 @@ func waitDoctor(t *testing.T, endpoints []string, cond func(doctorJSON) bool, ex
 }
 
 func TestDoctorHealthyClusterHasNoWarnings(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	code, d := doctor(t, []string{c.Member("m1").ClientURL})
 	if code != exitOK || len(d.Findings) != 0 {
@@ -113,6 +114,7 @@ func TestDoctorHealthyClusterHasNoWarnings(t *testing.T) {
 
 // The runbook of incident 2: members drop out one by one.
 func TestDoctorQuorumAtRiskThenLost(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	all := c.Endpoints()
 	c.Member("m3").Kill()
@@ -141,6 +143,7 @@ func TestDoctorQuorumAtRiskThenLost(t *testing.T) {
 
 // Incident 1's ghost: a member added to the membership whose process never started.
 func TestDoctorUnstartedMember(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
@@ -217,6 +220,7 @@ func lastLines(s string, n int) string {
 // A removed member still running on its old data (pd-2 of incident 1), and an endpoint of
 // another cluster in the list.
 func TestDoctorStrangers(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	m3 := c.Member("m3")
 	if err := m3.Stop(); err != nil {
@@ -259,6 +263,7 @@ func TestDoctorStrangers(t *testing.T) {
 }
 
 func TestDoctorLearners(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, ExtraFlags: []string{"--max-learners=2"}})
 	c.AddMember(t, "l1", etcdtest.AddOptions{Learner: true})
 	code, d := doctor(t, c.Endpoints())
@@ -276,6 +281,7 @@ func TestDoctorLearners(t *testing.T) {
 }
 
 func TestDoctorVersionSkew(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Versions: []string{etcdtest.V3_5_24, etcdtest.V3_5_24, etcdtest.V3_6}})
 	code, d := doctor(t, c.Endpoints())
 	f := wantDoctorFinding(t, d, finding.IDVersionSkew, finding.Warning)
@@ -285,6 +291,7 @@ func TestDoctorVersionSkew(t *testing.T) {
 }
 
 func TestDoctorSpaceQuotaAndDefrag(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, ExtraFlags: []string{"--quota-backend-bytes=" + fmt.Sprint(4<<20)}})
 	cli := c.Client(t)
 	// etcd refuses a write when the db size plus the request would pass the quota: with 64 KiB
@@ -329,6 +336,7 @@ func TestDoctorSpaceQuotaAndDefrag(t *testing.T) {
 // Data that differs between members at the same revision: one member's db is edited while it
 // is stopped (etcd's initial corruption check is off by default, so it starts anyway).
 func TestDoctorHashMismatch(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	cli := c.Client(t)
 	for i := 0; i < 20; i++ {
@@ -367,6 +375,7 @@ func evidenceOf(f *finding.Finding) string {
 }
 
 func TestDoctorWatchPrintsChanges(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	done := make(chan string)
 	go func() {
@@ -382,6 +391,7 @@ func TestDoctorWatchPrintsChanges(t *testing.T) {
 }
 
 func TestDoctorNoEndpointReachable(t *testing.T) {
+	t.Parallel()
 	ports := freePortsForTest(t, 1)
 	code, _, errOut := runCLI(t, "doctor", "--endpoints", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--command-timeout", "1s")
 	if code != exitFailed || !strings.Contains(errOut, "no endpoint reachable") || !strings.Contains(errOut, "connection refused") {
@@ -399,6 +409,7 @@ func TestDoctorNoEndpointReachable(t *testing.T) {
 
 // A CORRUPT alarm raised through the maintenance API, as etcd's corruption check raises it.
 func TestDoctorCorruptAlarm(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	cli := c.Client(t)
 	m2 := c.Member("m2")

@@ -44,6 +44,7 @@ func TestDoctorTLS(t *testing.T) {
 
 // The operator of incident 2 types one flag: doctor reads kubeadm's etcd manifest.
 func TestDoctorDiscoversKubeadm(t *testing.T) {
+	t.Parallel()
 	certs := etcdtest.NewCerts(t, "")
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, TLS: certs})
 	m1 := c.Member("m1")

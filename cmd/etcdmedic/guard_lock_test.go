@@ -41,6 +41,7 @@ func dirNames(t *testing.T, dir string) []string {
 // Two `guard --fix` at once on one stale data dir: the second refuses, names the first, and
 // touches nothing; once the first is done, it quarantines.
 func TestGuardFixLockedByAnotherRun(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1}) // its data dir is FOREIGN to c
 	if err := other.Member("m1").Stop(); err != nil {
@@ -79,6 +80,7 @@ func TestGuardFixLockedByAnotherRun(t *testing.T) {
 // upgrade apply refuses, before opening the journal, while its plan dir or a member's data dir
 // is held by another run.
 func TestUpgradeApplyRefusesWhileLocked(t *testing.T) {
+	t.Parallel()
 	planDir := filepath.Join(t.TempDir(), "upgrade")
 	m1 := filepath.Join(t.TempDir(), "m1")
 	if err := os.Mkdir(m1, 0o700); err != nil {

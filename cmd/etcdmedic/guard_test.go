@@ -68,6 +68,7 @@ func newURLs(t *testing.T) (client, peer string) {
 // `guard --fix --rejoin --start` it joins fresh, the old data is kept intact in quarantine,
 // and no acknowledged write is lost.
 func TestIncident1StaleVolumeRejoinsFresh(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
 	waitAcked(t, ledger, 20)
@@ -140,6 +141,7 @@ func TestIncident1StaleVolumeRejoinsFresh(t *testing.T) {
 
 // A data dir from another cluster whose members have the same names.
 func TestGuardForeignDataDir(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	om := other.Member("m1")
@@ -168,6 +170,7 @@ func TestGuardForeignDataDir(t *testing.T) {
 // A live member's data dir offered under another member's name and peer URLs; and the same
 // data dir under its own: VALID.
 func TestGuardMismatchedAndValid(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	m2 := c.Member("m2")
 	if err := m2.Stop(); err != nil {
@@ -186,6 +189,7 @@ func TestGuardMismatchedAndValid(t *testing.T) {
 
 // A PD data dir: the stale join file goes into quarantine with the rest.
 func TestGuardPDDataDirWithJoinFile(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	m3 := c.Member("m3")
 	m3.Stop()
@@ -208,6 +212,7 @@ func TestGuardPDDataDirWithJoinFile(t *testing.T) {
 
 // Without quorum, guard refuses to judge, and --fix touches nothing.
 func TestGuardUnknownWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	m3 := c.Member("m3")
 	m3.Stop()
@@ -235,6 +240,7 @@ func dirListing(t *testing.T, dir string) string {
 }
 
 func TestGuardEmptyAndMissingDirsAreSafe(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	empty := t.TempDir()
 	os.Mkdir(filepath.Join(empty, "lost+found"), 0o700) // a fresh volume

@@ -22,6 +22,7 @@ import (
 // `inspect --deep` on a member whose db has a damaged page: the built binary exits 2 with the
 // finding, and no stack trace. (bbolt's own checker crashed the process on these pages.)
 func TestInspectDeepOnADamagedPageNeverCrashes(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.Linked})
 	cli := c.Client(t)
 	for i := range 300 {

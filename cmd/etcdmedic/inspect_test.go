@@ -49,6 +49,7 @@ func hasFinding(fs []finding.Finding, id string, sev finding.Severity) bool {
 // The runbook of incident 1, offline: a member removed from its cluster keeps a data dir that
 // says so, and a PD join file naming a peer that no longer exists is caught.
 func TestInspectRemovedMemberAndStaleJoin(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.Linked})
 	m3 := c.Member("m3")
 
@@ -116,6 +117,7 @@ func TestInspectRemovedMemberAndStaleJoin(t *testing.T) {
 
 // As an unprivileged user, a data dir it may not read gets one clear line, not a crash.
 func TestInspectPermissionDeniedAsNobody(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run the CLI as nobody")
 	}

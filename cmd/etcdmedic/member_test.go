@@ -22,6 +22,7 @@ import (
 // Replacing a dead member the safe way, under write load: nothing acknowledged is lost, the
 // snapshot taken first matches its checksum, and the cluster ends with three healthy voters.
 func TestMemberReplaceUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
 	waitAcked(t, ledger, 20)
@@ -81,6 +82,7 @@ func TestMemberReplaceUnderLoad(t *testing.T) {
 
 // The guards: each refusal changes nothing and says why.
 func TestMemberChangesRefusedWhenUnsafe(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	c.Member("m2").Kill()
 	eps := strings.Join(c.Endpoints(), ",")
@@ -114,6 +116,7 @@ func TestMemberChangesRefusedWhenUnsafe(t *testing.T) {
 }
 
 func TestMemberAddRefusedWhileALearnerIsPending(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, ExtraFlags: []string{"--max-learners=2"}})
 	c.AddMember(t, "l1", etcdtest.AddOptions{Learner: true})
 	_, peer := newURLs(t)

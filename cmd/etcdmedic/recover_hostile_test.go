@@ -258,6 +258,7 @@ func TestHostileSupervisorRestartsAMember(t *testing.T) {
 // quorum again; apply is run with a wrong --cacert, so no probe gets an answer. It must not
 // take that silence for "down": it refuses, and the cluster is untouched.
 func TestHostileApplyRefusesWhatItCannotSee(t *testing.T) {
+	t.Parallel()
 	certs := etcdtest.NewCerts(t, "")
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{TLS: certs}, false)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
@@ -305,6 +306,7 @@ func TestHostileApplyRefusesWhatItCannotSee(t *testing.T) {
 // of its own (etcd's --wal-dir advice, done with a link). Everything is backed up through the
 // links, m2's old data is quarantined whole, the WAL left on its disk untouched.
 func TestHostileSymlinkedDataDirs(t *testing.T) {
+	t.Parallel()
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, false)
 	disk1, walDisk := t.TempDir(), t.TempDir()
 	m1, m2 := c.Member("m1"), c.Member("m2")
@@ -345,6 +347,7 @@ func TestHostileSymlinkedDataDirs(t *testing.T) {
 // friends): started again between plan and apply, it has no --data-dir for a process table to
 // find. apply's stop finds it by the files it holds, and proves the stop by the data dir's locks.
 func TestHostileEnvironmentConfiguredMember(t *testing.T) {
+	t.Parallel()
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, false)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	pr := recoverPlan(t, planArgsFor(c, planDir, backups, etcdmedicEtcd(t))...)
@@ -381,6 +384,7 @@ func TestHostileEnvironmentConfiguredMember(t *testing.T) {
 // 5. Two applies of one plan at once: exactly one runs, the other refuses at once and names
 // the run that holds the plan.
 func TestHostileTwoAppliesAtOnce(t *testing.T) {
+	t.Parallel()
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, false)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	recoverPlan(t, planArgsFor(c, planDir, backups, etcdmedicEtcd(t))...)
@@ -435,6 +439,7 @@ func TestHostileTwoAppliesAtOnce(t *testing.T) {
 // the new cluster and streamed to every member. plan reads every page, will not use it, and
 // will not move it aside unless the operator accepts the loss by name.
 func TestHostileDamagedPageOnTheBestMember(t *testing.T) {
+	t.Parallel()
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, true)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	args := planArgsFor(c, planDir, backups, etcdmedicEtcd(t))
@@ -474,6 +479,7 @@ func damageLeftmostKeyPage(t *testing.T, dbPath string) {
 // 8. A member removed before the loss, its data dir still listed: it is not added back
 // silently. The plan shows its standing and leaves it alone.
 func TestHostileRemovedMemberIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 4})
 	m4 := c.Member("m4")
 	c.RemoveMember(t, m4)
@@ -516,6 +522,7 @@ func TestHostileRemovedMemberIsLeftAlone(t *testing.T) {
 // 9. The backup disk: plan refuses a backup folder too small for the data dirs; a disk that
 // fills during the backup stops apply before anything destructive, and a rerun finishes.
 func TestHostileBackupDiskFills(t *testing.T) {
+	t.Parallel()
 	small, big := mountTmpfs(t, "8m"), mountTmpfs(t, "600m")
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, false)
 	planDir := filepath.Join(t.TempDir(), "plan")

@@ -27,6 +27,7 @@ type master struct {
 // --control-plane runbook for master3, which the operator (a double that runs what kubeadm
 // join does for etcd) follows. Every manifest ends clean, nothing acknowledged is lost.
 func TestRecoverKubeadmStaticPods(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	ms, cli := startKubeadmMasters(t, root)
 	var eps []string

@@ -98,6 +98,7 @@ func (d *hostDisk) powerCut() string {
 // acknowledged write is lost: etcdmedic's own files (plan, journal, backups, quarantines) are
 // fsynced before it relies on them.
 func TestRecoverFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	t.Parallel()
 	disk := newHostDisk(t)
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Dir: disk.mounted})
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 80})
@@ -148,6 +149,7 @@ func TestRecoverFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 // in the middle of its work twice (manifest written; data moved, not yet verified): run again
 // after each, it finishes, and the quarantine holds every file the data dir held, byte for byte.
 func TestGuardFixFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	t.Parallel()
 	disk := newHostDisk(t)
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Dir: disk.mounted})
@@ -182,6 +184,7 @@ func TestGuardFixFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 // second hop: every member dies with it, and the rerun starts each again on the version it was
 // on (the plan's v3.5.19, or the hop it had started), then finishes the upgrade, losing nothing.
 func TestUpgradeApplyFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	t.Parallel()
 	disk := newHostDisk(t)
 	c := v3519WithPromotedLearnersIn(t, disk.mounted)
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 30})
@@ -227,6 +230,7 @@ func TestUpgradeApplyFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 // the survivor's place (old data quarantined, restore moved in, not yet started) and once a
 // learner runs: each rerun finishes, and the cluster serves the snapshot's keys.
 func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
+	t.Parallel()
 	version := etcdtest.V3_6
 	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
 	if err != nil {
@@ -287,6 +291,7 @@ func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 // a learner runs. After each cut kubelet starts whatever manifest the disk kept, as it does after
 // a reboot; apply run again finishes, and no manifest keeps a recovery flag.
 func TestRecoverKubeadmStaticPodsFinishesAfterPowerCuts(t *testing.T) {
+	t.Parallel()
 	disk := newHostDisk(t)
 	ms, cli := startKubeadmMasters(t, disk.mounted)
 	var eps []string

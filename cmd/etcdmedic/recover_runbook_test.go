@@ -133,6 +133,7 @@ func (o *operatorDouble) do(node, title string, cmds []string) {
 // with kubeadm join --control-plane. etcdmedic checks each checkpoint over the etcd API, and
 // nothing acknowledged is lost.
 func TestRecoverThroughAPrintedRunbook(t *testing.T) {
+	t.Parallel()
 	c, ledger := quorumLost(t) // m3 wiped, m2 killed, m1 alone
 	for _, m := range c.Members() {
 		dir := m.DataDir

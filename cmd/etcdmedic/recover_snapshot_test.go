@@ -21,6 +21,7 @@ import (
 // with etcdutl of the cluster's version, bumping revisions and marking them compacted (as
 // Kubernetes needs), quarantines the survivor's old data, and re-adds the others.
 func TestRecoverFromSnapshotBumpsRevisions(t *testing.T) {
+	t.Parallel()
 	version := etcdtest.V3_6
 	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
 	if err != nil {

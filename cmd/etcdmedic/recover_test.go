@@ -98,6 +98,7 @@ func checkRecovered(t *testing.T, c *etcdtest.Cluster, ledger *etcdtest.Ledger, 
 }
 
 func TestRecoverQuorumLoss(t *testing.T) {
+	t.Parallel()
 	c, ledger := quorumLost(t)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 
@@ -137,6 +138,7 @@ func TestRecoverQuorumLoss(t *testing.T) {
 // backup finishes its copy); twice the machine "reboots" too (every etcd killed). Each rerun
 // takes it one step further.
 func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
+	t.Parallel()
 	c, ledger := quorumLost(t)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	// m1 still runs: plan stops it and copies the survivor while it watches for a supervisor.
@@ -224,6 +226,7 @@ func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 
 // Bad input: clear errors, nothing changed.
 func TestRecoverRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	// Quorum is not lost: recovery would only do harm.
@@ -328,6 +331,7 @@ func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
 // another cluster, a manifest that is not YAML, and, on a rerun, a survivor's backup that is
 // gone.
 func TestRecoverRefusesDataAndManifestsItCannotUse(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)

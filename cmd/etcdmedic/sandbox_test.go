@@ -43,6 +43,7 @@ func sandboxStatus(t *testing.T, bin, dir string) sandboxResult {
 }
 
 func TestSandboxMembersStopAndStartLikeNodes(t *testing.T) {
+	t.Parallel()
 	bin := etcdtest.EtcdmedicBinary(t)
 	dir := filepath.Join(t.TempDir(), "sb")
 	t.Cleanup(func() { exec.Command(bin, "sandbox", "down", "--dir", dir).Run() })
@@ -95,6 +96,7 @@ func TestSandboxMembersStopAndStartLikeNodes(t *testing.T) {
 
 // The README's first command: it must work on a fresh machine and end clean.
 func TestSandboxDemo(t *testing.T) {
+	t.Parallel()
 	bin := etcdtest.EtcdmedicBinary(t)
 	code, out := runBinary(t, bin, "sandbox", "demo")
 	if code != 0 || !strings.Contains(out, "FINDINGS: none") || !strings.Contains(out, "REVISION") {

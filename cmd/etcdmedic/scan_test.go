@@ -17,6 +17,7 @@ import (
 // The follow-up of incident 1, in one command: of all the local volumes on a node, which hold
 // etcd data, and does the live cluster still claim it?
 func TestScanFindsLiveStaleForeignAndEmpty(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	root := filepath.Join(t.TempDir(), "mnt", "disks")

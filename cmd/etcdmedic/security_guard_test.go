@@ -16,6 +16,7 @@ import (
 // UNREADABLE (exit 3), not FOREIGN, and --fix moves nothing and creates nothing (no .partial
 // quarantine, no lock file), even where that user could write beside the data dir.
 func TestGuardCallsADataDirItCannotReadUnreadable(t *testing.T) {
+	t.Parallel()
 	other := asSecondUser(t)
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	m3 := c.Member("m3")

@@ -23,6 +23,7 @@ const nobodyUID = 65534
 // written, before touching anything, and the review shows each member's exact command line
 // and environment.
 func TestRecoverRefusesAPlanOthersCouldWrite(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)

@@ -23,6 +23,7 @@ import (
 // neither, unless told to; it never enters /proc, /sys or /dev, even from /; and /usr/bin
 // (whose coreutils `join` once passed for a PD join file) is not a PD data dir.
 func TestScanStaysInsideItsRoots(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	m1 := c.Member("m1")
 	if err := m1.Stop(); err != nil {
@@ -87,6 +88,7 @@ func TestScanStaysInsideItsRoots(t *testing.T) {
 // Run as a user that cannot read part of the tree, scan lists what it skipped and exits 3:
 // a data dir it could not look into may be there.
 func TestScanExitsNonZeroWhenItCouldNotRead(t *testing.T) {
+	t.Parallel()
 	other := asSecondUser(t)
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	m1 := c.Member("m1")

@@ -120,6 +120,7 @@ func interruptMidCopy(t *testing.T, m *etcdtest.Member, copyGlob string, args ..
 // A SIGTERM in the middle of a command that copies a member's db (the copy holds every Secret)
 // removes the copy before etcdmedic exits, non-zero.
 func TestSIGTERMMidCopyLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	c := clusterWithSecrets(t)
 	m := c.Member("m1")
 	t.Run("upgrade check --fetch-backends", func(t *testing.T) {
@@ -135,6 +136,7 @@ func TestSIGTERMMidCopyLeavesNothingBehind(t *testing.T) {
 // doctor --watch runs until interrupted: SIGTERM ends it with the verdict of its last round,
 // as a single doctor run would give, and no error line.
 func TestSIGTERMEndsDoctorWatchWithItsVerdict(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
 	eps := strings.Join(c.Endpoints(), ",")
 	want, _, _ := runCLI(t, "doctor", "--endpoints", eps)
@@ -167,6 +169,7 @@ func TestSIGTERMEndsDoctorWatchWithItsVerdict(t *testing.T) {
 // started and removes its folder (data dirs, plans, backups: copies of the cluster's data)
 // before it exits, non-zero.
 func TestSIGTERMMidDrillLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	t.Cleanup(func() { etcdtest.KillUnder(tmp) })
 	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), "drill", "quorum-loss")

@@ -48,6 +48,7 @@ func hasUpgradeFinding(rep *upgrade.Report, id string) bool {
 }
 
 func TestUpgradeCheckBlocksIncident3(t *testing.T) {
+	t.Parallel()
 	c := v3519WithPromotedLearners(t)
 	eps := strings.Join(c.Endpoints(), ",")
 
@@ -78,6 +79,7 @@ func TestUpgradeCheckBlocksIncident3(t *testing.T) {
 
 // A cluster built on a fixed version is SAFE for v3.6, and blocked for v3.7 (one minor at a time).
 func TestUpgradeCheckSafeOnFixedVersion(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_24})
 	m := c.AddMember(t, "m2", etcdtest.AddOptions{Learner: true})
 	c.PromoteMember(t, m)
@@ -99,6 +101,7 @@ func TestUpgradeCheckSafeOnFixedVersion(t *testing.T) {
 // store follows etcdmedic's plan (v3.5.24, a restart of every member on it, then v3.6) and
 // reaches v3.6 under write load with no acknowledged write lost.
 func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
+	t.Parallel()
 	c := v3519WithPromotedLearners(t)
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)
@@ -131,6 +134,7 @@ func TestUpgradePlanTakesV3519ToV36Safely(t *testing.T) {
 // new learner receives the v3.5.19 leader's backend in a raft snapshot, stale learner flags
 // included, and keeps them although it runs v3.5.21. upgrade check must see it before v3.6.
 func TestUpgradeCheckSeesStaleFlagsCarriedBySnapshots(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_5_19, SnapshotCount: 50,
 		ExtraFlags: []string{"--experimental-snapshot-catchup-entries=10"}})
 	for _, name := range []string{"m2", "m3"} {
@@ -167,6 +171,7 @@ func TestUpgradeCheckSeesStaleFlagsCarriedBySnapshots(t *testing.T) {
 // A v3.6 cluster goes back to v3.5: downgrade enabled, storage version dropped, then each
 // member restarted on v3.5.24, under write load, nothing lost.
 func TestDowngradePlanFromV36ToV35(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.V3_6})
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)

@@ -15,6 +15,7 @@ import (
 // A member killed and restarted under steady load loses none of the writes the cluster
 // acknowledged, on the cluster and on the restarted member's own data.
 func TestLinkedClusterKeepsAckedWritesThroughMemberKill(t *testing.T) {
+	t.Parallel()
 	c := NewCluster(t, ClusterSpec{Size: 3, Version: Linked})
 	ctx := t.Context()
 	cli := c.Client(t)
@@ -76,6 +77,7 @@ func assertCaughtUp(t *testing.T, m *Member, acked []Write) {
 // each step visible in the member list. The leader's log is compacted first, so the learner
 // joins from a snapshot: the path where an idle cluster can stall a new member until a write.
 func TestLearnerAddPromoteRemove(t *testing.T) {
+	t.Parallel()
 	c := NewCluster(t, ClusterSpec{Size: 1, Version: V3_5_19, SnapshotCount: 1000})
 	// More entries than the snapshot count plus the 5000 the leader keeps for slow followers.
 	writeKeys(t, c.Client(t), "fill/", 7500)
@@ -137,6 +139,7 @@ func assertMembers(t *testing.T, c *Cluster, want map[string]bool) {
 // A cluster of mixed releases forms, each member runs the release asked for, and a rolling
 // restart onto another release keeps every acknowledged write.
 func TestMixedVersionsAndRollingUpgrade(t *testing.T) {
+	t.Parallel()
 	c := NewCluster(t, ClusterSpec{Versions: []string{V3_5_21, V3_5_24, V3_6}, SnapshotCount: 1000})
 	ctx := t.Context()
 	assertVersions(t, c)
@@ -183,6 +186,7 @@ func assertVersions(t *testing.T, c *Cluster) {
 
 // The etcdmedic binary the harness builds runs as a CLI.
 func TestEtcdmedicBinaryRuns(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(EtcdmedicBinary(t), "version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("etcdmedic version: %v\n%s", err, out)

@@ -18,6 +18,7 @@ import (
 // the others keep committing while it falls behind yet still answers clients, and once healed
 // it catches up with every acknowledged write.
 func TestPeerProxiesIsolateAndHealFollower(t *testing.T) {
+	t.Parallel()
 	c := NewCluster(t, ClusterSpec{Size: 2, TLS: NewCerts(t, ""), PeerProxies: true})
 	c.AddMember(t, "m3", AddOptions{}) // the join path goes through the proxies too
 	list := c.MemberList(t)
@@ -80,6 +81,7 @@ func TestPeerProxiesIsolateAndHealFollower(t *testing.T) {
 // The proxy forwards both ways and passes a half-close on; cutting its connections and
 // closing it leaves no goroutine behind; Isolate needs proxies.
 func TestPeerProxyForwardsAndCleansUp(t *testing.T) {
+	t.Parallel()
 	if err := (&Member{Name: "m1"}).Isolate(); err == nil || !strings.Contains(err.Error(), "PeerProxies") {
 		t.Errorf("Isolate without proxies: %v", err)
 	}
@@ -162,6 +164,7 @@ func echoServer(t *testing.T) int {
 
 // The kernel's socket tables as /proc/net/tcp and tcp6 print them.
 func TestParseSocketTable(t *testing.T) {
+	t.Parallel()
 	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:E193 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111765 1 00000000b08f2b80 100 0 0 10 0
    1: 0100007F:E898 0100007F:E193 01 00000000:00000000 00:00000000 00000000     0        0 111766 2 000000006ea636b5 20 0 0 10 -1

@@ -23,6 +23,7 @@ const victimEnv = "ETCDTEST_REAPER_VICTIM"
 // etcdmedic starts a sandbox member (its own session, etcdmedic's environment for members), nor
 // an etcd member of the harness; and its run root is removed.
 func TestKilledTestBinaryLeavesNothing(t *testing.T) {
+	t.Parallel()
 	if pidsFile := os.Getenv(victimEnv); pidsFile != "" {
 		startAndWait(t, pidsFile)
 		return

@@ -11,6 +11,7 @@ import (
 // join and rejoin over it, writes survive a restart, and a client trusting another CA gets an
 // error within its 3 s deadline.
 func TestTLSClusterJoinsRestartsAndRefusesOtherCA(t *testing.T) {
+	t.Parallel()
 	certs := NewCerts(t, "")
 	c := NewCluster(t, ClusterSpec{Size: 2, Version: Linked, TLS: certs})
 	c.AddMember(t, "m3", AddOptions{}) // the join path too: a 3-member cluster
@@ -76,6 +77,7 @@ func TestTLSClusterJoinsRestartsAndRefusesOtherCA(t *testing.T) {
 
 // etcd 3.5 takes the same TLS flags.
 func TestTLSFlagsWorkOnEtcd35(t *testing.T) {
+	t.Parallel()
 	c := NewCluster(t, ClusterSpec{Version: V3_5_24, TLS: NewCerts(t, "")})
 	assertVersions(t, c)
 	cli := c.Client(t)
