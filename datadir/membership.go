@@ -138,10 +138,10 @@ func (ms *Membership) Drifts() []Drift {
 			out = append(out, Drift{MemberID: id, Name: name, Field: "name", V2: v2.Name, V3: v3.Name})
 		}
 		if !slices.Equal(v2.PeerURLs, v3.PeerURLs) {
-			out = append(out, Drift{MemberID: id, Name: name, Field: "peerURLs", V2: joinURLs(v2.PeerURLs), V3: joinURLs(v3.PeerURLs)})
+			out = append(out, Drift{MemberID: id, Name: name, Field: "peerURLs", V2: v2.PeerURLs.String(), V3: v3.PeerURLs.String()})
 		}
 		if !slices.Equal(v2.ClientURLs, v3.ClientURLs) {
-			out = append(out, Drift{MemberID: id, Name: name, Field: "clientURLs", V2: joinURLs(v2.ClientURLs), V3: joinURLs(v3.ClientURLs)})
+			out = append(out, Drift{MemberID: id, Name: name, Field: "clientURLs", V2: v2.ClientURLs.String(), V3: v3.ClientURLs.String()})
 		}
 	}
 	// The v3 learner flag against raft itself: decisive where no v2 view exists (etcd v3.7).
@@ -184,15 +184,4 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
-}
-
-func joinURLs(urls []string) string {
-	if len(urls) == 0 {
-		return "(none)"
-	}
-	s := urls[0]
-	for _, u := range urls[1:] {
-		s += "," + u
-	}
-	return s
 }

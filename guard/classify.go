@@ -161,9 +161,6 @@ func anyHealthy(v *cluster.View) bool {
 	return false
 }
 
-// MemberAdded reports whether the live cluster has a member with these peer URLs.
-func MemberAdded(v *cluster.View, peerURLs []string) bool { return v.ByPeerURLs(peerURLs) != nil }
-
 // onlyEtcdNames is true when a directory holds nothing but what etcd or PD put in a data dir.
 func onlyEtcdNames(dir string) bool {
 	ents, err := os.ReadDir(dir)

@@ -187,7 +187,7 @@ func (o Options) rejoin(ctx context.Context, res *Result, view *cluster.View) er
 		return nil
 	}
 	if o.Rejoin == nil {
-		if len(o.Expect.PeerURLs) == 0 || !MemberAdded(view, o.Expect.PeerURLs) {
+		if len(o.Expect.PeerURLs) == 0 || view.ByPeerURLs(o.Expect.PeerURLs) == nil {
 			res.next(fmt.Sprintf("The data dir is empty: add the member before it starts (%s), then start it with --initial-cluster-state=existing, or rerun guard with --rejoin.", o.memberAdd()))
 		}
 		return nil
