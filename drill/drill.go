@@ -32,7 +32,10 @@ type Env struct {
 	Etcdmedic string
 	// Naive runs the upgrade drill's in-place upgrade by hand instead of etcdmedic's.
 	Naive bool
-	Out   io.Writer
+	// Kubernetes runs a kube-apiserver beside each member and a client-go workload through
+	// them, checked after the repair (drill --kubernetes).
+	Kubernetes bool
+	Out        io.Writer
 }
 
 // Result is one drill's outcome.
@@ -53,6 +56,8 @@ type Result struct {
 	Checked *Checked `json:"checked,omitempty"`
 	// PowerCut is set by the power-cut drill.
 	PowerCut *PowerCut `json:"powerCut,omitempty"`
+	// Kubernetes is the Kubernetes workload's check (drill --kubernetes).
+	Kubernetes *KubeChecked `json:"kubernetes,omitempty"`
 	// NaiveFailure is how the in-place upgrade failed (the upgrade drill with --naive).
 	NaiveFailure string `json:"naiveFailure,omitempty"`
 }
@@ -97,6 +102,7 @@ type recorder struct {
 	result *Result
 	ledger *ledger.Ledger
 	repair time.Time
+	kube   *kube // set by drills run with Env.Kubernetes
 }
 
 func (r *recorder) say(format string, a ...any) {
@@ -116,6 +122,9 @@ func Run(ctx context.Context, d Drill, env Env) (*Result, error) {
 		fmt.Fprintf(env.Out, "DRILL %s (incident %s)\n", d.Name, d.Incident)
 	}
 	err := d.Run(ctx, env, rec)
+	if rec.kube != nil {
+		rec.kube.stop()
+	}
 	var skip skipped
 	if errors.As(err, &skip) {
 		res.Skipped = skip.reason
@@ -124,7 +133,8 @@ func Run(ctx context.Context, d Drill, env Env) (*Result, error) {
 	if !rec.repair.IsZero() && res.RepairSec == 0 {
 		res.RepairSec = time.Since(rec.repair).Seconds()
 	}
-	res.Passed = err == nil && res.Lost == 0 && res.Acked > 0 && (res.Checked == nil || res.Checked.Passed)
+	res.Passed = err == nil && res.Lost == 0 && res.Acked > 0 && (res.Checked == nil || res.Checked.Passed) &&
+		(!env.Kubernetes || (res.Kubernetes != nil && res.Kubernetes.Passed))
 	return res, err
 }
 
@@ -150,6 +160,9 @@ func (r *recorder) startLoad(ctx context.Context, sb *sandbox.Sandbox) (*clientv
 
 // count stops the load and checks every acknowledged write against the repaired cluster.
 func (r *recorder) count(ctx context.Context, endpoints []string) error {
+	if err := r.checkKubernetes(ctx, endpoints); err != nil {
+		return err
+	}
 	r.ledger.Stop()
 	acked := r.ledger.Acked()
 	missing, err := missingAfterRepair(ctx, endpoints, acked)

@@ -86,6 +86,9 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	r.say("3-member cluster up, each member on its own crash filesystem (unsynced writes are lost at a cut)")
+	if err := r.startKubernetes(ctx, env, sb); err != nil {
+		return err
+	}
 	writers, err := startWriters(ctx, sb)
 	if err != nil {
 		return err

@@ -26,6 +26,9 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	r.say("3-member cluster up (%s)", sb.Dir)
+	if err := r.startKubernetes(ctx, env, sb); err != nil {
+		return err
+	}
 	cli, w, err := r.underLoad(ctx, sb)
 	if err != nil {
 		return err

@@ -33,6 +33,9 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	r.say("3-member cluster up (%s)", sb.Dir)
+	if err := r.startKubernetes(ctx, env, sb); err != nil {
+		return err
+	}
 	cli, err := r.startLoad(ctx, sb)
 	if err != nil {
 		return err

@@ -40,6 +40,9 @@ func upgradeDrill(ctx context.Context, env Env, r *recorder) error {
 	if err := growByLearners(ctx, sb, r, 2); err != nil {
 		return err
 	}
+	if err := r.startKubernetes(ctx, env, sb); err != nil {
+		return err
+	}
 	cli, w, err := r.underLoad(ctx, sb)
 	if err != nil {
 		return err

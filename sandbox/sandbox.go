@@ -34,6 +34,8 @@ type Sandbox struct {
 	Token   string   `json:"token"`
 	Command []string `json:"command"` // how a member is started: binary and leading args
 	Members []Member `json:"members"`
+	// Kubernetes is set when the sandbox runs a kube-apiserver beside each member.
+	Kubernetes *Kubernetes `json:"kubernetes,omitempty"`
 }
 
 // Member is one sandbox member.
@@ -333,6 +335,11 @@ func (sb *Sandbox) StartMemberOn(name string, command []string) error {
 // member's etcd is left alone, and reported once every member has been stopped.
 func (sb *Sandbox) Down(grace time.Duration) error {
 	var errs []error
+	if sb.Kubernetes != nil { // the apiservers first, as a node's control plane stops
+		for i := range sb.Kubernetes.APIServers {
+			errs = append(errs, sb.stopAPIServer(&sb.Kubernetes.APIServers[i], grace))
+		}
+	}
 	for i := range sb.Members {
 		if err := sb.Members[i].stop(grace); err != nil {
 			errs = append(errs, err)
@@ -349,19 +356,30 @@ func (sb *Sandbox) Down(grace time.Duration) error {
 // is 0). The process is pinned by a pidfd before it is checked, so the signal reaches the
 // process that was checked even if its pid were reused in between.
 func (m *Member) stop(grace time.Duration) error {
-	if m.PID <= 0 || !alive(m.PID) {
-		return nil
+	foreign, err := stopOwn(m.PID, m.isOwnProcess, grace)
+	if foreign {
+		return &NotMemberError{Member: m.Name, PID: m.PID, Command: strings.Join(cmdline(m.PID), " ")}
 	}
-	p, err := pin(m.PID)
 	if err != nil {
-		return nil // exited meanwhile
+		return fmt.Errorf("signal %s's etcd (pid %d): %w", m.Name, m.PID, err)
+	}
+	return nil
+}
+
+// stopOwn signals pid, when own says it is the process the sandbox started: SIGTERM, then
+// SIGKILL after grace (SIGKILL at once when grace is 0). It reports foreign, without a signal,
+// when pid runs something else.
+func stopOwn(pid int, own func(pid int) bool, grace time.Duration) (foreign bool, err error) {
+	if pid <= 0 || !alive(pid) {
+		return false, nil
+	}
+	p, err := pin(pid)
+	if err != nil {
+		return false, nil // exited meanwhile
 	}
 	defer p.release()
-	if !m.isOwnProcess(m.PID) {
-		if !p.alive() {
-			return nil
-		}
-		return &NotMemberError{Member: m.Name, PID: m.PID, Command: strings.Join(cmdline(m.PID), " ")}
+	if !own(pid) {
+		return p.alive(), nil
 	}
 	sig := syscall.SIGTERM
 	if grace == 0 {
@@ -369,9 +387,9 @@ func (m *Member) stop(grace time.Duration) error {
 	}
 	if err := p.signal(sig); err != nil {
 		if errors.Is(err, syscall.ESRCH) {
-			return nil // exited meanwhile
+			return false, nil // exited meanwhile
 		}
-		return fmt.Errorf("signal %s's etcd (pid %d): %w", m.Name, m.PID, err)
+		return false, err
 	}
 	deadline := time.Now().Add(grace)
 	for p.alive() && time.Now().Before(deadline) {
@@ -383,7 +401,7 @@ func (m *Member) stop(grace time.Duration) error {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // WaitReady waits until the running members serve a linearizable read.

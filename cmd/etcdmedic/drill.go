@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/drill"
+	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 )
 
 // writeDrillReport writes the drills' HTML report to path (mode 0600: it names data dirs).
@@ -30,7 +31,7 @@ type drillResult struct {
 
 func newDrillCommand(opts *globalOptions) *cobra.Command {
 	var dir string
-	var keep, naive bool
+	var keep, naive, kubernetes bool
 	var report string
 	var names []string
 	for _, d := range drill.All() {
@@ -100,7 +101,7 @@ Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 oth
 			if opts.writeOut == "json" {
 				progress = newProgress(opts.writeOut, cmd.ErrOrStderr()).lines("drill")
 			}
-			env := drill.Env{Dir: dir, Command: command, CrashFS: crashFS, Etcdmedic: command[0], Naive: naive, Out: progress}
+			env := drill.Env{Dir: dir, Command: command, CrashFS: crashFS, Etcdmedic: command[0], Naive: naive, Kubernetes: kubernetes, Out: progress}
 			results, failed := drill.RunAll(cmd.Context(), drills, env)
 			res := drillResult{Results: results}
 			p, _ := printerFor(opts.writeOut)
@@ -125,6 +126,7 @@ Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 oth
 	cmd.Flags().StringVar(&dir, "dir", "", "folder for the drills' sandboxes, plans and backups (default: a temporary one, removed afterwards)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the folder afterwards")
 	cmd.Flags().BoolVar(&naive, "naive", false, "upgrade drill: upgrade in place by hand (swap a member's binary for v3.6) instead of with etcdmedic, and show it failing")
+	cmd.Flags().BoolVar(&kubernetes, "kubernetes", false, "run a kube-apiserver ("+etcdbin.KubeAPIServerVersion+", built once from the Go module proxy, about 5 minutes) beside each member and a client-go workload through them (ConfigMaps and Secrets, informers), and check after the repair that nothing the apiservers acknowledged is lost, resourceVersions never go back, every informer converges and every apiserver is ready again")
 	cmd.Flags().StringVar(&report, "report", "", "write one self-contained HTML page: throughput and latency over time, the incident's phases marked")
 	return cmd
 }

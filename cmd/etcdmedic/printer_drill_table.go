@@ -28,6 +28,13 @@ func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 		return err
 	}
 	for _, d := range r.Results {
+		if k := d.Kubernetes; k != nil {
+			longest := 0.0
+			for _, o := range k.Outages {
+				longest = max(longest, o.NotReadySec)
+			}
+			fmt.Fprintf(w, "%s --kubernetes (kube-apiserver %s): %s; apiservers not ready for %.1fs at most\n", d.Drill, k.APIServerVersion, k.Verdict, longest)
+		}
 		if d.NaiveFailure != "" {
 			fmt.Fprintf(w, "%s --naive: the in-place upgrade failed, as in incident 3: %s\n", d.Drill, d.NaiveFailure)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -30,6 +31,28 @@ func (tablePrinter) Sandbox(w io.Writer, r sandboxResult) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nTo use it with etcdctl:\n  %s\n", r.Env)
+	if _, err := fmt.Fprintf(w, "\nTo use it with etcdctl:\n  %s\n", r.Env); err != nil {
+		return err
+	}
+	if len(r.APIServers) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "APISERVER\tPID\tSTATE\tURL\tETCD\tLOG")
+	for _, s := range r.APIServers {
+		state := "stopped"
+		switch {
+		case s.Ready:
+			state = "ready"
+		case s.Running:
+			state = "not ready"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.PID, state, s.URL, strings.Join(s.EtcdServers, ","), s.LogFile)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nTo use it with kubectl:\n  export KUBECONFIG=%s   # one context per member: kubectl config use-context m2\n", r.Kubeconfig)
 	return err
 }

@@ -269,8 +269,11 @@ func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
 	}
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 80})
 	waitAcked(t, ledger, 20)
+	// Each kill waits for 20 more writes acknowledged by the members left: a member killed
+	// early then surely lacks them, however slowly the machine runs (fixed sleeps did not
+	// ensure it under load).
 	for _, name := range []string{"m5", "m4", "m3"} {
-		time.Sleep(1200 * time.Millisecond)
+		waitAcked(t, ledger, len(ledger.Acked())+20)
 		c.Member(name).Kill()
 	}
 	time.Sleep(500 * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 	"github.com/etcdmedic/etcdmedic/sandbox"
 )
 
@@ -20,6 +21,9 @@ type sandboxResult struct {
 	Dir     string                 `json:"dir"`
 	Env     string                 `json:"env,omitempty"`
 	Members []sandbox.MemberStatus `json:"members"`
+	// Kubeconfig and APIServers are set when the sandbox runs Kubernetes (up --kubernetes).
+	Kubeconfig string                    `json:"kubeconfig,omitempty"`
+	APIServers []sandbox.APIServerStatus `json:"apiservers,omitempty"`
 	// Stopped and Purged say what sandbox down did.
 	Stopped bool `json:"stopped,omitempty"`
 	Purged  bool `json:"purged,omitempty"`
@@ -55,9 +59,10 @@ and restarted one at a time, like real nodes.`,
 
 func newSandboxUpCommand(o *sandboxOptions) *cobra.Command {
 	var members int
+	var kubernetes bool
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Start a new sandbox cluster",
+		Short: "Start a new sandbox cluster (with --kubernetes, a kube-apiserver beside each member)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			command, err := linkedEtcdCommandLine()
@@ -68,11 +73,34 @@ func newSandboxUpCommand(o *sandboxOptions) *cobra.Command {
 			if err != nil {
 				return failf("member logs are in "+o.dir, "sandbox up: %v", err)
 			}
+			if kubernetes {
+				if err := startSandboxKubernetes(cmd, sb); err != nil {
+					return err
+				}
+			}
 			return o.print(cmd, sb)
 		},
 	}
 	cmd.Flags().IntVar(&members, "members", 3, "number of members")
+	cmd.Flags().BoolVar(&kubernetes, "kubernetes", false, "also start a kube-apiserver ("+etcdbin.KubeAPIServerVersion+") beside each member, on that member's etcd as kubeadm does, and write a kubeconfig (the first run builds kube-apiserver from the Go module proxy: about 5 minutes, cached)")
 	return cmd
+}
+
+// startSandboxKubernetes builds (once) and starts the sandbox's apiservers, saying so on stderr.
+func startSandboxKubernetes(cmd *cobra.Command, sb *sandbox.Sandbox) error {
+	v := etcdbin.KubeAPIServerVersion
+	if !etcdbin.KubeAPIServerCached(v) {
+		dir, _ := etcdbin.CacheDir()
+		fmt.Fprintf(cmd.ErrOrStderr(), "building kube-apiserver %s from the Go module proxy (once, about 5 minutes; cached in %s)\n", v, dir)
+	}
+	bin, err := etcdbin.KubeAPIServerPath(cmd.Context(), v)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	if err := sb.StartKubernetes(cmd.Context(), bin, 2*time.Minute); err != nil {
+		return failf("apiserver logs are in "+sb.Dir, "sandbox up --kubernetes: %v", err)
+	}
+	return nil
 }
 
 func newSandboxStatusCommand(o *sandboxOptions) *cobra.Command {
@@ -175,7 +203,11 @@ func (o *sandboxOptions) print(cmd *cobra.Command, sb *sandbox.Sandbox) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 	defer cancel()
 	p, _ := printerFor(o.global.writeOut)
-	return p.Sandbox(cmd.OutOrStdout(), sandboxResult{Dir: sb.Dir, Env: sb.Env(), Members: sb.Status(ctx)})
+	res := sandboxResult{Dir: sb.Dir, Env: sb.Env(), Members: sb.Status(ctx), APIServers: sb.APIServerStatuses(ctx)}
+	if sb.Kubernetes != nil {
+		res.Kubeconfig = sb.Kubernetes.Kubeconfig
+	}
+	return p.Sandbox(cmd.OutOrStdout(), res)
 }
 
 // linkedEtcdCommandLine is how a sandbox runs etcd: this very binary, `etcdmedic etcd`.

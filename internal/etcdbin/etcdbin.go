@@ -31,6 +31,10 @@ type tool struct {
 	pkg    string // the main package go build builds
 	file   string // name of the generated Go file
 	source string // contents of the generated Go file
+	// versions matches the versions it is built at (etcd's when nil).
+	versions *regexp.Regexp
+	// goModTail is appended to the generated go.mod (kube-apiserver's replace lines).
+	goModTail string
 }
 
 // server is the etcd server: the server module has no main package, so a generated one calls
@@ -118,7 +122,11 @@ func EtcdctlPath(ctx context.Context, version string) (string, error) {
 }
 
 func path(ctx context.Context, t tool, version string) (string, error) {
-	if !versionPattern.MatchString(version) {
+	pattern := versionPattern
+	if t.versions != nil {
+		pattern = t.versions
+	}
+	if !pattern.MatchString(version) {
 		return "", fmt.Errorf("%s version %q: want a release tag such as v3.5.19", t.name, version)
 	}
 	cache, err := CacheDir()
@@ -177,7 +185,7 @@ func build(ctx context.Context, t tool, version, dir, bin string) error {
 		return err
 	}
 	modName := "etcdmedic.local/" + t.name + strings.NewReplacer(".", "_", "-", "_").Replace(version)
-	goMod := "module " + modName + "\n\ngo 1.23\n\nrequire " + t.module + " " + version + "\n"
+	goMod := "module " + modName + "\n\ngo 1.23\n\nrequire " + t.module + " " + version + "\n" + t.goModTail
 	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(goMod), 0o644); err != nil {
 		return err
 	}

@@ -1,0 +1,207 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/kubeapi"
+	etcdruntime "github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// Kubernetes is the sandbox's control plane: a kube-apiserver beside each member, on that
+// member alone (kubeadm's --etcd-servers=https://127.0.0.1:2379 on each master).
+type Kubernetes struct {
+	Binary      string              `json:"binary"`
+	Credentials kubeapi.Credentials `json:"credentials"`
+	Kubeconfig  string              `json:"kubeconfig"`
+	APIServers  []kubeapi.Server    `json:"apiservers"`
+}
+
+// StartKubernetes starts a kube-apiserver (binary) beside every member, writes a kubeconfig
+// with a context per member into the sandbox dir, and waits until every apiserver is ready.
+func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout time.Duration) error {
+	if sb.Kubernetes != nil {
+		return errors.New("the sandbox runs Kubernetes already")
+	}
+	dir := filepath.Join(sb.Dir, "kubernetes")
+	creds, err := kubeapi.NewCredentials(dir)
+	if err != nil {
+		return fmt.Errorf("kubernetes credentials: %w", err)
+	}
+	ports, err := freePorts(len(sb.Members))
+	if err != nil {
+		return err
+	}
+	k := &Kubernetes{Binary: binary, Credentials: *creds, Kubeconfig: filepath.Join(sb.Dir, "kubeconfig")}
+	for i, m := range sb.Members {
+		k.APIServers = append(k.APIServers, kubeapi.Server{
+			Name:        m.Name,
+			URL:         fmt.Sprintf("https://127.0.0.1:%d", ports[i]),
+			Port:        ports[i],
+			EtcdServers: []string{m.ClientURL},
+			CertDir:     filepath.Join(dir, m.Name),
+			LogFile:     filepath.Join(sb.Dir, m.Name+"-apiserver.log"),
+		})
+	}
+	sb.Kubernetes = k
+	for i := range k.APIServers {
+		if err := sb.startAPIServer(&k.APIServers[i]); err != nil {
+			return err
+		}
+	}
+	if err := sb.save(); err != nil {
+		return err
+	}
+	if err := kubeapi.WriteKubeconfig(k.Kubeconfig, k.APIServers, creds); err != nil {
+		return err
+	}
+	_, err = sb.WaitKubernetesReady(ctx, timeout)
+	return err
+}
+
+// WaitKubernetesReady waits until every apiserver is ready, and returns when each was.
+func (sb *Sandbox) WaitKubernetesReady(ctx context.Context, timeout time.Duration) (map[string]time.Time, error) {
+	if sb.Kubernetes == nil {
+		return nil, errors.New("the sandbox runs no Kubernetes")
+	}
+	servers := sb.Kubernetes.APIServers
+	readyAt := make([]time.Time, len(servers))
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := kubeapi.WaitReady(ctx, s.URL, &sb.Kubernetes.Credentials, timeout); err != nil {
+				errs[i] = fmt.Errorf("%w (log: %s)", err, s.LogFile)
+				return
+			}
+			readyAt[i] = time.Now()
+		}()
+	}
+	wg.Wait()
+	out := map[string]time.Time{}
+	for i, s := range servers {
+		if !readyAt[i].IsZero() {
+			out[s.Name] = readyAt[i]
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// APIServer returns the apiserver beside member name.
+func (sb *Sandbox) APIServer(name string) (*kubeapi.Server, error) {
+	if sb.Kubernetes != nil {
+		for i := range sb.Kubernetes.APIServers {
+			if sb.Kubernetes.APIServers[i].Name == name {
+				return &sb.Kubernetes.APIServers[i], nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("the sandbox runs no apiserver beside %q", name)
+}
+
+// StopAPIServer stops the apiserver beside member name (SIGTERM, then SIGKILL after grace).
+func (sb *Sandbox) StopAPIServer(name string, grace time.Duration) error {
+	s, err := sb.APIServer(name)
+	if err != nil {
+		return err
+	}
+	err = sb.stopAPIServer(s, grace)
+	if serr := sb.save(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// StartAPIServer starts the apiserver beside member name again.
+func (sb *Sandbox) StartAPIServer(name string) error {
+	s, err := sb.APIServer(name)
+	if err != nil {
+		return err
+	}
+	if apiServerRunning(s) {
+		return fmt.Errorf("the apiserver beside %s is already running (pid %d)", name, s.PID)
+	}
+	if err := sb.startAPIServer(s); err != nil {
+		return err
+	}
+	return sb.save()
+}
+
+func (sb *Sandbox) startAPIServer(s *kubeapi.Server) error {
+	log, err := openPrivate(s.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+	if err != nil {
+		return fmt.Errorf("open apiserver log: %w", err)
+	}
+	defer log.Close()
+	bin := sb.Kubernetes.Binary
+	p, err := os.StartProcess(bin, append([]string{bin}, s.Args(&sb.Kubernetes.Credentials)...), &os.ProcAttr{
+		Dir:   sb.Dir,
+		Env:   etcdruntime.Environ(nil),
+		Files: []*os.File{nil, log, log},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fmt.Errorf("start the apiserver beside %s: %w", s.Name, err)
+	}
+	s.PID = p.Pid
+	return p.Release()
+}
+
+func (sb *Sandbox) stopAPIServer(s *kubeapi.Server, grace time.Duration) error {
+	pid := s.PID
+	foreign, err := stopOwn(pid, func(pid int) bool { return isAPIServer(pid, s) }, grace)
+	s.PID = 0
+	if foreign {
+		return fmt.Errorf("pid %d, recorded for the apiserver beside %s, runs %q: not signalled", pid, s.Name, strings.Join(cmdline(pid), " "))
+	}
+	return err
+}
+
+func apiServerRunning(s *kubeapi.Server) bool {
+	return s.PID > 0 && alive(s.PID) && isAPIServer(s.PID, s)
+}
+
+// isAPIServer: pid serves with s's cert dir, which only s's apiserver is given.
+func isAPIServer(pid int, s *kubeapi.Server) bool {
+	return local.SamePath(kubeapi.FlagValue(cmdline(pid), "--cert-dir"), s.CertDir)
+}
+
+// APIServerStatus is one apiserver's process and readiness.
+type APIServerStatus struct {
+	kubeapi.Server
+	Running bool   `json:"running"`
+	Ready   bool   `json:"ready"`
+	Error   string `json:"error,omitempty"`
+}
+
+// APIServerStatuses asks every apiserver whether it is ready, each with its own short timeout.
+func (sb *Sandbox) APIServerStatuses(ctx context.Context) []APIServerStatus {
+	if sb.Kubernetes == nil {
+		return nil
+	}
+	var out []APIServerStatus
+	for _, s := range sb.Kubernetes.APIServers {
+		st := APIServerStatus{Server: s, Running: apiServerRunning(&s)}
+		if st.Running {
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := kubeapi.Ready(rctx, s.URL, &sb.Kubernetes.Credentials)
+			cancel()
+			st.Ready = err == nil
+			if err != nil {
+				st.Error = err.Error()
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
