@@ -106,6 +106,9 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	// The workload pauses until the survivor's log holds all it acknowledged: what only the
 	// lost disks held is gone whatever the repair (the ledger writers go on and count that).
 	w.Pause()
+	if r.kube != nil {
+		r.kube.w.Pause()
+	}
 	if err := waitApplied(ctx, sb, survivor, 5*time.Second); err != nil {
 		return err
 	}
@@ -172,9 +175,15 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	w.Resume()
+	if r.kube != nil {
+		r.kube.w.Resume()
+	}
 	r.say("workload resumed on the repaired cluster")
 	w.RunUntil(ctx, MinOperations, 2*time.Second, time.Minute)
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
+		return err
+	}
+	if err := r.checkKubernetes(ctx, sb.Endpoints()); err != nil {
 		return err
 	}
 	return r.countHeld(ctx, sb.Endpoints(), acked, disk)

@@ -29,6 +29,7 @@ type client struct {
 	objects []*object
 	quit    chan struct{}
 	once    sync.Once
+	gate    *sync.RWMutex
 
 	mu         sync.Mutex
 	counts     Counts
@@ -36,12 +37,12 @@ type client struct {
 	violations []Violation
 }
 
-func newClient(id int, server string, spec Spec) (*client, error) {
+func newClient(id int, server string, spec Spec, gate *sync.RWMutex) (*client, error) {
 	cs, err := kubeapi.Clientset(server, spec.Credentials)
 	if err != nil {
 		return nil, err
 	}
-	c := &client{id: id, server: server, ns: spec.Namespace, rate: spec.Rate, cs: cs, rng: rand.New(rand.NewPCG(uint64(id), 7)), quit: make(chan struct{})}
+	c := &client{id: id, server: server, ns: spec.Namespace, rate: spec.Rate, cs: cs, rng: rand.New(rand.NewPCG(uint64(id), 7)), quit: make(chan struct{}), gate: gate}
 	for i := 0; i < spec.Objects; i++ {
 		kind := ConfigMap
 		if i%2 == 1 {
@@ -65,7 +66,9 @@ func (c *client) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		c.gate.RLock()
 		c.step(ctx, c.objects[c.rng.IntN(len(c.objects))])
+		c.gate.RUnlock()
 	}
 }
 

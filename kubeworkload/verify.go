@@ -109,7 +109,11 @@ func (w *Workload) Verify(ctx context.Context, opts VerifyOptions) (Verdict, err
 	v.Counts, v.Objects = w.Counts(), len(truth)
 	for _, c := range w.clients {
 		c.mu.Lock()
-		v.Violations = append(v.Violations, c.violations...)
+		for _, vi := range c.violations {
+			if !opts.SkipAcknowledged || vi.Kind == RevisionBackwards {
+				v.Violations = append(v.Violations, vi)
+			}
+		}
 		if !opts.SkipAcknowledged {
 			v.Violations = append(v.Violations, c.checkAgainst(truth)...)
 		}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,24 @@ type Workload struct {
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
 	started   time.Time
+	// gate is held shared by each operation; Pause holds it alone.
+	gate   sync.RWMutex
+	paused atomic.Bool
+}
+
+// Pause waits for the operations in flight and holds the clients until Resume (the informers
+// go on): a drill pauses the workload before a power cut, so that what it acknowledged is on
+// the disk that survives.
+func (w *Workload) Pause() {
+	w.gate.Lock()
+	w.paused.Store(true)
+}
+
+// Resume lets the clients go on after Pause (and does nothing when not paused).
+func (w *Workload) Resume() {
+	if w.paused.CompareAndSwap(true, false) {
+		w.gate.Unlock()
+	}
 }
 
 // Start creates the namespace (through the first apiserver), starts the informers and waits
@@ -96,7 +115,7 @@ func Start(ctx context.Context, spec Spec) (*Workload, error) {
 		}
 	}
 	for i := 0; i < spec.Clients; i++ {
-		c, err := newClient(i, spec.APIServers[i%len(spec.APIServers)].URL, spec)
+		c, err := newClient(i, spec.APIServers[i%len(spec.APIServers)].URL, spec, &w.gate)
 		if err != nil {
 			cancel()
 			return nil, err
@@ -116,6 +135,7 @@ func (w *Workload) StopWriting() {
 	for _, c := range w.clients {
 		c.stop()
 	}
+	w.Resume() // a paused client would never see it is stopped
 	w.wg.Wait()
 }
 

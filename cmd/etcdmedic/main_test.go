@@ -14,5 +14,7 @@ func TestMain(m *testing.M) {
 		// The upgrade drill runs v3.5.19, v3.5.24 and v3.6.16 too.
 		Servers: []string{etcdtest.V3_5_19, etcdtest.V3_5_21, etcdtest.V3_5_24, etcdtest.V3_6, etcdtest.Linked},
 		Etcdutl: []string{etcdtest.V3_6},
+		// The Kubernetes drills, incident 2 on kubeadm masters, and the restores.
+		KubeAPIServer: true,
 	}))
 }

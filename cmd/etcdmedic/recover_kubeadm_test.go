@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/kubeworkload"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
@@ -26,10 +27,17 @@ type master struct {
 // rebuilds master1 and master2 through their manifests, and prints the kubeadm join
 // --control-plane runbook for master3, which the operator (a double that runs what kubeadm
 // join does for etcd) follows. Every manifest ends clean, nothing acknowledged is lost.
+//
+// Each master also runs a real kube-apiserver as a static pod on its own etcd, under a
+// client-go workload with informers: after the repair all three are ready again, nothing any
+// of them acknowledged is lost, resourceVersions never went back, and every informer's cache
+// equals what etcd holds.
 func TestRecoverKubeadmStaticPods(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	ms, cli := startKubeadmMasters(t, root)
+	cp := startKubeadmAPIServers(t, root, ms)
+	kube := cp.startWorkload(t)
 	var eps []string
 	for _, m := range ms {
 		eps = append(eps, m.client)
@@ -37,7 +45,9 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	ledger := etcdtest.StartLoad(t.Context(), t, cli, etcdtest.LoadSpec{Rate: 40})
 	waitAcked(t, ledger, 20)
 
-	// master3 is reset: kubeadm reset removes the manifest (kubelet stops etcd) and wipes the data.
+	// master3 is reset: kubeadm reset removes the manifests (kubelet stops etcd and the
+	// apiserver) and wipes the data.
+	os.Remove(cp.manifest(ms[2]))
 	os.Remove(ms[2].manifest)
 	waitNoProcess(t, ms[2].dataDir)
 	os.RemoveAll(ms[2].dataDir)
@@ -57,7 +67,11 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
 	}
 	op, transcript := applyWithOperator(t, planDir, func(node string) error {
-		return kubeadmJoinsControlPlane(t.Context(), ms, ms[2])
+		if err := kubeadmJoinsControlPlane(t.Context(), ms, ms[2]); err != nil {
+			return err
+		}
+		cp.rejoin(t, ms[2])
+		return nil
 	})
 	if !strings.Contains(strings.Join(op.commands, "\n"), "--control-plane --certificate-key") {
 		t.Errorf("no kubeadm join --control-plane in the runbook:\n%s", transcript)
@@ -90,6 +104,12 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	missing, err := etcdtest.MissingWrites(ctx, check, ledger.Acked())
 	if err != nil || len(missing) != 0 {
 		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
+	}
+	cp.waitReady(t)
+	if v := kubeVerify(t, kube, eps, kubeworkload.VerifyOptions{}); !v.Passed || v.Counts.Acked == 0 {
+		t.Fatalf("the Kubernetes workload after the repair: %s\n%+v", v, v.Violations)
+	} else {
+		t.Logf("Kubernetes: %s", v)
 	}
 }
 

@@ -165,3 +165,16 @@ func moduleRoot() (string, error) {
 	}
 	return "", fmt.Errorf("find the %s module root (go.mod) above %s", modulePath, strings.Join(starts, ", "))
 }
+
+// KubeAPIServerBinary returns the cached kube-apiserver the Kubernetes tests run, building it
+// when Main did not (a -run of one test on a cold cache: about 5 minutes).
+func KubeAPIServerBinary(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
+	defer cancel()
+	path, err := etcdbin.KubeAPIServerPath(ctx, etcdbin.KubeAPIServerVersion)
+	if err != nil {
+		t.Fatalf("build kube-apiserver: %v", err)
+	}
+	return path
+}

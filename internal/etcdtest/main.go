@@ -20,6 +20,9 @@ type Needs struct {
 	Etcdutl, Etcdctl []string
 	// Etcdmedic is set when the tests run the CLI (EtcdmedicBinary); Linked implies it.
 	Etcdmedic bool
+	// KubeAPIServer is set when the tests run kube-apiserver (KubeAPIServerBinary): about
+	// 5 minutes to build the first time.
+	KubeAPIServer bool
 }
 
 // Main runs a test package's tests; call it from TestMain: os.Exit(etcdtest.Main(m, needs)).
@@ -69,6 +72,10 @@ func (n Needs) build() {
 		}
 		prebuild("etcd", v, etcdbin.Cached(v), etcdbin.Path)
 	}
+	if n.KubeAPIServer {
+		v := etcdbin.KubeAPIServerVersion
+		prebuild("kube-apiserver", v, etcdbin.KubeAPIServerCached(v), etcdbin.KubeAPIServerPath)
+	}
 	for _, v := range n.Etcdutl {
 		prebuild("etcdutl", v, etcdbin.EtcdutlCached(v), etcdbin.EtcdutlPath)
 	}
@@ -93,7 +100,11 @@ func prebuild(tool, version string, cached bool, path func(context.Context, stri
 		return
 	}
 	dir, _ := etcdbin.CacheDir()
-	fmt.Fprintf(os.Stderr, "etcdtest: building %s %s before the tests (about 75 s, cached in %s)\n", tool, version, dir)
+	about := "about 75 s"
+	if tool == "kube-apiserver" {
+		about = "about 5 minutes"
+	}
+	fmt.Fprintf(os.Stderr, "etcdtest: building %s %s before the tests (%s, cached in %s)\n", tool, version, about, dir)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
 	defer cancel()
