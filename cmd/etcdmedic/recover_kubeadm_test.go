@@ -54,6 +54,9 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 	// master2's manifest is broken by a hand edit: its etcd exits at every start.
 	b2, _ := os.ReadFile(ms[1].manifest)
 	writeFile(t, ms[1].manifest, strings.Replace(string(b2), "--initial-cluster-state=existing", "--initial-cluster-state=bogus", 1))
+	// kubelet stops the running etcd first: with apiservers watching it, its graceful stop
+	// takes seconds (it drains their watch streams), and it holds its data dir until it exits.
+	waitNoProcess(t, ms[1].dataDir)
 	waitDoctor(t, eps, func(d doctorJSON) bool { return d.find("quorum-lost") != nil })
 	ledger.Stop()
 
@@ -106,10 +109,10 @@ func TestRecoverKubeadmStaticPods(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged writes lost (%v)", len(missing), len(ledger.Acked()), err)
 	}
 	cp.waitReady(t)
-	if v := kubeVerify(t, kube, eps, kubeworkload.VerifyOptions{}); !v.Passed || v.Counts.Acked == 0 {
+	v := kubeVerify(t, kube, eps, kubeworkload.VerifyOptions{InformerWait: 2 * time.Minute})
+	t.Logf("Kubernetes: %s; informers: %+v", v, v.Informers)
+	if !v.Passed || v.Counts.Acked == 0 {
 		t.Fatalf("the Kubernetes workload after the repair: %s\n%+v", v, v.Violations)
-	} else {
-		t.Logf("Kubernetes: %s", v)
 	}
 }
 

@@ -107,10 +107,14 @@ func TestSandboxDemo(t *testing.T) {
 // The README's first command: every incident drill passes on a fresh machine, losing nothing,
 // each with at least 10,000 operations of the workload acknowledged and its history judged
 // linearizable; --report writes the page of charts.
+//
+// The suite runs with --kubernetes: the same drills, each also with a kube-apiserver beside
+// every member under a client-go workload, checked after the repair.
 func TestDrillEveryIncident(t *testing.T) {
 	bin := etcdtest.EtcdmedicBinary(t)
+	etcdtest.KubeAPIServerBinary(t)
 	report := filepath.Join(t.TempDir(), "drills.html")
-	code, out := runBinary(t, bin, "drill", "--report", report)
+	code, out := runBinary(t, bin, "drill", "--kubernetes", "--report", report)
 	// The power-cut drill needs FUSE: where there is none it says so and is skipped.
 	if code != 0 || strings.Count(out, "PASSED")+strings.Count(out, "SKIPPED: ") != 4 || strings.Contains(out, "FAILED") {
 		t.Fatalf("drill: exit %d:\n%s", code, out)
@@ -124,6 +128,9 @@ func TestDrillEveryIncident(t *testing.T) {
 				t.Errorf("fewer than 10,000 operations acknowledged: %s", line)
 			}
 		}
+	}
+	if ran := strings.Count(out, "PASSED"); strings.Count(out, "--kubernetes (kube-apiserver ") != ran {
+		t.Errorf("every drill that ran should report its Kubernetes check, passed:\n%s", out)
 	}
 	page, err := os.ReadFile(report)
 	if err != nil {
