@@ -38,15 +38,19 @@ func TestRestoreUnderKubernetes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			v := restoreUnderKubernetes(t, tc.flags)
-			t.Logf("after the restore: %s", v)
+			kinds := map[kubeworkload.ViolationKind]int{}
+			for _, vi := range v.Violations {
+				kinds[vi.Kind]++
+			}
+			t.Logf("after the restore: %s; violations by kind: %v; informers: %+v", v, kinds, v.Informers)
 			if tc.fixed {
 				if !v.Passed {
 					t.Fatalf("with %v: %s\n%+v", tc.flags, v, v.Violations)
 				}
 				return
 			}
-			if v.Passed || !hasViolation(v, kubeworkload.RevisionBackwards) {
-				t.Fatalf("without the flags the restore should show resourceVersions going back: %s\n%+v", v, v.Violations)
+			if v.Passed || !hasViolation(v, kubeworkload.RevisionBackwards) || !hasViolation(v, kubeworkload.StaleInformer) {
+				t.Fatalf("without the flags the restore should show resourceVersions going back and stale informers: %s\n%+v", v, v.Violations)
 			}
 		})
 	}
