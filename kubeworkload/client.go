@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/etcdmedic/etcdmedic/kubeapi"
+	"github.com/etcdmedic/etcdmedic/workload"
 )
 
 // client writes its own objects through one apiserver, one operation at a time, and remembers
@@ -35,6 +36,7 @@ type client struct {
 	counts     Counts
 	maxRV      int64 // the highest resourceVersion this client has seen
 	violations []Violation
+	ops        []workload.Op // every operation, as the key-value operation it is
 }
 
 func newClient(id int, server string, spec Spec, gate *sync.RWMutex) (*client, error) {
@@ -84,17 +86,28 @@ func (c *client) step(ctx context.Context, o *object) {
 	value := fmt.Sprintf("c%d-%d", c.id, c.seq)
 	opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// Each operation is also recorded as the key-value operation it is on etcd, for the
+	// history checker: a create is a compare-and-swap on an absent key, an update one on the
+	// resourceVersion it names (etcd's mod revision), a delete with a precondition a delete.
+	op := workload.Op{Client: c.id, Key: o.String(), Value: value, Kind: workload.CompareAndSwap, Start: time.Now()}
 	switch {
 	case o.Known == nil:
 		rv, err := c.write(opCtx, o, value, "")
-		c.settle(o, err, &State{Data: value, RV: rv})
+		c.settle(o, err, &State{Data: value, RV: rv}, op)
 	case c.rng.IntN(10) < 7:
+		op.ExpectModRevision = revision(o.Known.RV)
 		rv, err := c.write(opCtx, o, value, o.Known.RV)
-		c.settle(o, err, &State{Data: value, RV: rv})
+		c.settle(o, err, &State{Data: value, RV: rv}, op)
 	default:
+		op.Kind, op.Value = workload.Delete, ""
 		err := c.delete(opCtx, o, o.Known.RV)
-		c.settle(o, err, nil)
+		c.settle(o, err, nil, op)
 	}
+}
+
+func revision(rv string) int64 {
+	n, _ := strconv.ParseInt(rv, 10, 64)
+	return n
 }
 
 // write creates o (precondition "") or updates it from resourceVersion precondition, and
@@ -136,25 +149,39 @@ func (c *client) delete(ctx context.Context, o *object, precondition string) err
 // settle records an operation's outcome on o: acknowledged, the new state is known; refused,
 // the old one stays but is read again (a refusal of a precondition this client set means the
 // object is not as acknowledged); maybe applied, either state may hold until read again.
-func (c *client) settle(o *object, err error, next *State) {
+func (c *client) settle(o *object, err error, next *State, op workload.Op) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	op.End = time.Now()
+	preconditionFailed := apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err)
 	switch {
 	case err == nil:
 		c.counts.Acked++
+		op.Outcome = workload.OK
 		if next != nil {
 			c.sawWrite(o, next.RV)
+			op.Succeeded, op.Revision = true, revision(next.RV)
+		} else {
+			// A delete's answer carries no revision; it took one above all this client saw.
+			c.maxRV++
+			op.Deleted, op.Revision = 1, c.maxRV
 		}
 		o.Known, o.Candidates = next, nil
 	case refused(err):
 		c.counts.Failed++
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+		op.Outcome, op.Err = workload.Failed, err.Error()
+		if preconditionFailed {
 			o.Candidates = []*State{o.Known}
+			if op.Kind == workload.CompareAndSwap { // answered: the comparison failed
+				op.Outcome, op.Succeeded, op.Revision = workload.OK, false, c.maxRV
+			}
 		}
 	default:
 		c.counts.Indeterminate++
+		op.Outcome, op.Err = workload.Indeterminate, err.Error()
 		o.Candidates = []*State{o.Known, next}
 	}
+	c.ops = append(c.ops, op)
 }
 
 // refused: the apiserver answered that it did not apply the operation.
@@ -185,20 +212,27 @@ func (c *client) sawWrite(o *object, rv string) {
 func (c *client) resolve(ctx context.Context, o *object) {
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	start := time.Now()
 	seen, err := c.get(rctx, o)
 	if err != nil {
 		return // still unknown: tried again at its next turn
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A GET through the apiserver returns the object's mod revision, not the cluster's: the
+	// revision recorded is what this client knew at least.
+	read := workload.Op{Client: c.id, Kind: workload.Get, Key: o.String(), Start: start, End: time.Now(), Outcome: workload.OK, Found: seen != nil}
+	if seen != nil {
+		read.ReadValue, read.ModRevision = seen.Data, revision(seen.RV)
+	}
 	if !o.mayBe(seen) {
 		c.violations = append(c.violations, Violation{Kind: Lost, Object: o.String(), Client: c.id, Expected: o.expected(), Seen: seen.String()})
 	}
 	if seen != nil {
-		if n, err := strconv.ParseInt(seen.RV, 10, 64); err == nil {
-			c.maxRV = max(c.maxRV, n)
-		}
+		c.maxRV = max(c.maxRV, revision(seen.RV))
 	}
+	read.Revision = c.maxRV
+	c.ops = append(c.ops, read)
 	o.Known, o.Candidates = seen, nil
 }
 

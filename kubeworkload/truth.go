@@ -15,8 +15,9 @@ import (
 // them at (/registry/configmaps/NS/NAME, /registry/secrets/NS/NAME), past every apiserver's
 // cache: what an apiserver started now would list. An object's resourceVersion is its key's
 // mod revision.
-func readTruth(ctx context.Context, cli *clientv3.Client, ns string) (map[string]*State, error) {
+func readTruth(ctx context.Context, cli *clientv3.Client, ns string) (map[string]*State, int64, error) {
 	out := map[string]*State{}
+	var revision int64
 	decode := scheme.Codecs.UniversalDeserializer()
 	for _, k := range []struct {
 		kind     Kind
@@ -25,12 +26,13 @@ func readTruth(ctx context.Context, cli *clientv3.Client, ns string) (map[string
 		prefix := fmt.Sprintf("/registry/%s/%s/", k.resource, ns)
 		resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 		if err != nil {
-			return nil, fmt.Errorf("read %s from etcd: %w", prefix, err)
+			return nil, 0, fmt.Errorf("read %s from etcd: %w", prefix, err)
 		}
+		revision = max(revision, resp.Header.Revision)
 		for _, kv := range resp.Kvs {
 			obj, _, err := decode.Decode(kv.Value, nil, nil)
 			if err != nil {
-				return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+				return nil, 0, fmt.Errorf("decode %s: %w", kv.Key, err)
 			}
 			st := &State{RV: strconv.FormatInt(kv.ModRevision, 10)}
 			var name string
@@ -40,10 +42,10 @@ func readTruth(ctx context.Context, cli *clientv3.Client, ns string) (map[string
 			case *corev1.Secret:
 				name, st.Data = o.Name, string(o.Data["v"])
 			default:
-				return nil, fmt.Errorf("%s holds a %T", kv.Key, obj)
+				return nil, 0, fmt.Errorf("%s holds a %T", kv.Key, obj)
 			}
 			out[string(k.kind)+"/"+name] = st
 		}
 	}
-	return out, nil
+	return out, revision, nil
 }

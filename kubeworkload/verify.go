@@ -8,6 +8,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/history"
+	"github.com/etcdmedic/etcdmedic/workload"
 )
 
 // ViolationKind names what went wrong.
@@ -22,6 +25,10 @@ const (
 	RevisionBackwards ViolationKind = "resourceVersion went backwards"
 	// StaleInformer: an informer's cache still differs from the truth when the wait ends.
 	StaleInformer ViolationKind = "informer cache stale"
+	// HistoryViolated: the history checker (package history: linearizability with porcupine,
+	// final state, client revisions) found the operations, seen as etcd key-value operations,
+	// inconsistent.
+	HistoryViolated ViolationKind = "history checker"
 )
 
 // Violation is one thing the workload saw that must not happen.
@@ -57,6 +64,8 @@ type Verdict struct {
 	Objects    int              `json:"objects"` // objects that exist at the end
 	Violations []Violation      `json:"violations,omitempty"`
 	Informers  []InformerResult `json:"informers"`
+	// History is the history checker's verdict on every operation ("" when not checked).
+	History string `json:"history,omitempty"`
 }
 
 // FirstViolation is the first thing that went wrong, or "".
@@ -69,7 +78,10 @@ func (v Verdict) FirstViolation() string {
 
 func (v Verdict) String() string {
 	if v.Passed {
-		return fmt.Sprintf("passed: %d acknowledged (%d refused, %d indeterminate), %d objects as acknowledged, %d informers converged", v.Counts.Acked, v.Counts.Failed, v.Counts.Indeterminate, v.Objects, len(v.Informers))
+		if v.History == "" {
+			v.History = "not checked"
+		}
+		return fmt.Sprintf("passed: %d acknowledged (%d refused, %d indeterminate), %d objects as acknowledged, history %s, %d informers converged", v.Counts.Acked, v.Counts.Failed, v.Counts.Indeterminate, v.Objects, v.History, len(v.Informers))
 	}
 	return fmt.Sprintf("FAILED: %d violations; first: %s", len(v.Violations), v.FirstViolation())
 }
@@ -102,10 +114,11 @@ func (w *Workload) Verify(ctx context.Context, opts VerifyOptions) (Verdict, err
 			return v, err
 		}
 	}
-	truth, err := readTruth(ctx, opts.Etcd, w.spec.Namespace)
+	truth, atRevision, err := readTruth(ctx, opts.Etcd, w.spec.Namespace)
 	if err != nil {
 		return v, err
 	}
+	readAt := time.Now()
 	v.Counts, v.Objects = w.Counts(), len(truth)
 	for _, c := range w.clients {
 		c.mu.Lock()
@@ -118,6 +131,17 @@ func (w *Workload) Verify(ctx context.Context, opts VerifyOptions) (Verdict, err
 			v.Violations = append(v.Violations, c.checkAgainst(truth)...)
 		}
 		c.mu.Unlock()
+	}
+	if !opts.SkipAcknowledged {
+		hv := history.Check(w.history(truth, atRevision, readAt))
+		v.History = hv.String()
+		if hv.Result != history.Passed {
+			vi := Violation{Kind: HistoryViolated, Expected: "a linearizable history", Seen: hv.String()}
+			if hv.Violation != nil {
+				vi.Object, vi.Expected, vi.Seen = hv.Violation.Operation, hv.Violation.Expected, string(hv.Violation.Rule)+": "+hv.Violation.Seen
+			}
+			v.Violations = append(v.Violations, vi)
+		}
 	}
 	want := map[string]string{}
 	for name, st := range truth {
@@ -132,6 +156,24 @@ func (w *Workload) Verify(ctx context.Context, opts VerifyOptions) (Verdict, err
 	v.Passed = len(v.Violations) == 0
 	return v, nil
 }
+
+// history is every client's operations as etcd key-value operations on keys kind/name, with
+// the truth read from etcd as the final read, for package history.
+func (w *Workload) history(truth map[string]*State, atRevision int64, at time.Time) *workload.History {
+	h := &workload.History{Prefix: w.spec.Namespace, Start: w.started, End: at,
+		Final: &workload.Final{At: at, Revision: atRevision, Keys: map[string]workload.KeyValue{}}}
+	for _, c := range w.clients {
+		c.mu.Lock()
+		h.Ops = append(h.Ops, c.ops...)
+		c.mu.Unlock()
+	}
+	slices.SortStableFunc(h.Ops, func(a, b workload.Op) int { return a.End.Compare(b.End) })
+	for name, st := range truth {
+		h.Final.Keys[name] = workload.KeyValue{Value: st.Data, ModRevision: revision(st.RV)}
+	}
+	return h
+}
+
 
 // checkAgainst compares each of c's objects with the truth read from etcd.
 func (c *client) checkAgainst(truth map[string]*State) []Violation {
