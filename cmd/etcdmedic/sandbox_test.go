@@ -117,6 +117,7 @@ func TestSandboxDemo(t *testing.T) {
 // The suite runs with --kubernetes: the same drills, each also with a kube-apiserver beside
 // every member under a client-go workload, checked after the repair.
 func TestDrillEveryIncident(t *testing.T) {
+	t.Parallel() // all its processes and folders are its own: it overlaps the other end-to-end tests
 	bin := etcdtest.EtcdmedicBinary(t)
 	etcdtest.KubeAPIServerBinary(t)
 	report := filepath.Join(t.TempDir(), "drills.html")
