@@ -25,6 +25,7 @@ type printer interface {
 	UpgradeCheck(w io.Writer, r *upgrade.Report) error
 	UpgradePlan(w io.Writer, p *upgrade.Plan) error
 	UpgradeApply(w io.Writer, r upgradeApplyResult) error
+	Backup(w io.Writer, r backupResult) error
 }
 
 func printerFor(format string) (printer, error) {

@@ -20,6 +20,8 @@ func writeJSON(w io.Writer, v any) error {
 
 func (jsonPrinter) Version(w io.Writer, v versionInfo) error { return writeJSON(w, v) }
 
+func (jsonPrinter) Backup(w io.Writer, r backupResult) error { return writeJSON(w, r) }
+
 func (jsonPrinter) Inspect(w io.Writer, r inspectResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Sandbox(w io.Writer, r sandboxResult) error { return writeJSON(w, r) }

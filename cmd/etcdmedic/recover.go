@@ -66,6 +66,8 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	var backupDir, planDir, survivor, etcdCmd string
 	var etcdFlags, passEnv, manifests, runbooks, kubeadmJoins, units, readds, discards, downs []string
 	var snap recovery.SnapshotOptions
+	var fromBackup storeFlags
+	var backupID string
 	var deployed memberDeployments
 	cmd := &cobra.Command{
 		Use:   "plan --data-dir NAME=PATH... --backup-dir DIR --plan-dir DIR",
@@ -122,10 +124,21 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			for _, name := range kubeadmJoins {
 				po.KubeadmJoin[name] = true
 			}
+			if fromBackup.url != "" {
+				if snap.Path != "" {
+					return failf("", "--from-backup and --from-snapshot: give one")
+				}
+				if planDir == "" {
+					return failf("", "--plan-dir is required")
+				}
+				if snap.Path, err = fetchBackup(cmd, &fromBackup, backupID, planDir); err != nil {
+					return err
+				}
+			}
 			if snap.Path != "" {
 				po.Snapshot = &snap
 			} else if snap.BumpRevision > 0 || snap.MarkCompacted || snap.Etcdutl != "" {
-				return failf("", "--bump-revision, --mark-compacted and --etcdutl go with --from-snapshot FILE")
+				return failf("", "--bump-revision, --mark-compacted and --etcdutl go with --from-snapshot FILE or --from-backup STORE")
 			}
 			conn := cf.conn
 			if !cmd.Flags().Changed("endpoints") && cf.kubeadm == "" {
@@ -157,6 +170,9 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 	cmd.Flags().StringArrayVar(&etcdFlags, "etcd-flag", nil, "an extra flag every member starts with (repeatable), e.g. TLS files")
 	cmd.Flags().StringArrayVar(&passEnv, "pass-env", nil, passEnvUsage+"; recorded in the plan (with its value) for apply")
 	cmd.Flags().StringVar(&snap.Path, "from-snapshot", "", "rebuild the survivor from this snapshot file (etcdctl snapshot save) instead of from its own data; the loss is stated")
+	cmd.Flags().StringVar(&fromBackup.url, "from-backup", "", "rebuild from a backup in this store (etcdmedic backup now): it is downloaded and checked, then used as --from-snapshot")
+	cmd.Flags().StringVar(&backupID, "backup-id", "latest", "with --from-backup: which backup (etcdmedic backup ls)")
+	cmd.Flags().StringVar(&fromBackup.identityFile, "age-identity", "", "with --from-backup: the age identity file that opens encrypted backups")
 	cmd.Flags().StringVar(&snap.Etcdutl, "etcdutl", "", "with --from-snapshot: the etcdutl of the cluster's etcd version (default: etcdutl in PATH)")
 	cmd.Flags().Uint64Var(&snap.BumpRevision, "bump-revision", 0, "with --from-snapshot: add this to every revision (Kubernetes: more than the writes since the snapshot, e.g. 1000000000), so that watchers never see revisions go back")
 	cmd.Flags().BoolVar(&snap.MarkCompacted, "mark-compacted", false, "with --from-snapshot and --bump-revision: mark the restored revisions compacted, so that watchers and informers relist instead of resuming")

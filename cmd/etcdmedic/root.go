@@ -74,6 +74,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newRecoverCommand(opts),
 		newDrillCommand(opts),
 		newUpgradeCommand(opts),
+		newBackupCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

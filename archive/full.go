@@ -1,0 +1,247 @@
+// Package archive is the backups etcdmedic keeps in an object store (package store): full
+// snapshots taken through the maintenance API, each a data object and a manifest written after
+// it (the manifest is what lists a backup), and each verified by restoring it into a scratch
+// member and comparing its hash with the cluster's at the same revision.
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic"
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+const (
+	fullPrefix   = "full/"
+	verifyPrefix = "verify/"
+)
+
+// Full is a full backup's manifest.
+type Full struct {
+	ID    string    `json:"id"` // sortable: <taken, UTC>-r<revision>
+	Taken time.Time `json:"taken"`
+	// Revision is the snapshot's revision and HashKV the member's hash of the key space at it,
+	// asked right after the snapshot: a restore of this backup must hash the same.
+	Revision        int64             `json:"revision"`
+	CompactRevision int64             `json:"compactRevision"`
+	HashKV          uint32            `json:"hashKV"`
+	ClusterID       etcdmedic.ClusterID `json:"clusterID"`
+	Endpoint        string            `json:"endpoint"` // the member it was taken from
+	EtcdVersion     string            `json:"etcdVersion"`
+	Data            store.Written     `json:"data"`
+}
+
+// DataKey is where its snapshot is.
+func (f *Full) DataKey() string { return fullPrefix + f.ID + ".db" }
+
+func manifestKey(id string) string { return fullPrefix + id + ".json" }
+
+// TakeOptions for TakeFull.
+type TakeOptions struct {
+	// Scratch is a folder for the snapshot on its way (it is removed after).
+	Scratch string
+	Now     func() time.Time
+}
+
+// TakeFull streams a snapshot from the member at conn's first endpoint, checks it (etcd's
+// sha256 trailer, a readable bbolt db), asks the member for its hash at the snapshot's
+// revision, and stores the snapshot, then its manifest.
+func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts TakeOptions) (*Full, error) {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	if len(conn.Endpoints) == 0 {
+		return nil, fmt.Errorf("no endpoint to take a backup from")
+	}
+	endpoint := conn.Endpoints[0]
+	conn.Endpoints = []string{endpoint} // the snapshot and the hash from the same member
+	one, err := conn.Client()
+	if err != nil {
+		return nil, err
+	}
+	defer one.Close()
+	status, err := one.Status(ctx, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", endpoint, err)
+	}
+	if err := os.MkdirAll(opts.Scratch, 0o700); err != nil {
+		return nil, err
+	}
+	tmp, err := os.MkdirTemp(opts.Scratch, "snapshot-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	taken := now().UTC()
+	snap, err := backup.SaveSnapshot(ctx, one, filepath.Join(tmp, "snapshot.db"))
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckTrailer(snap.Path); err != nil {
+		return nil, err
+	}
+	rep, err := datadir.Inspect(snap.Path, datadir.Options{})
+	if err != nil || rep.Backend == nil {
+		return nil, fmt.Errorf("the snapshot from %s is not a readable db: %v", endpoint, err)
+	}
+	hash, err := one.HashKV(ctx, endpoint, rep.Backend.Revision)
+	if err != nil {
+		return nil, fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rep.Backend.Revision, err)
+	}
+	f := &Full{
+		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rep.Backend.Revision),
+		Taken: taken, Revision: rep.Backend.Revision, CompactRevision: rep.Backend.CompactedRevision, HashKV: hash.Hash,
+		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
+	}
+	in, err := os.Open(snap.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	w, err := st.Put(ctx, f.DataKey(), in)
+	if err != nil {
+		return nil, err
+	}
+	f.Data = *w
+	if err := st.PutJSON(ctx, manifestKey(f.ID), f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// CheckTrailer checks the sha256 etcd appends to every snapshot it streams (etcdutl checks the
+// same before a restore): a snapshot cut short or altered fails it.
+func CheckTrailer(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.Size() < sha256.Size+512 {
+		return fmt.Errorf("%s (%d bytes) is too short to be a snapshot", path, st.Size())
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, st.Size()-sha256.Size); err != nil {
+		return err
+	}
+	want := make([]byte, sha256.Size)
+	if _, err := io.ReadFull(f, want); err != nil {
+		return err
+	}
+	if got := h.Sum(nil); !slices.Equal(got, want) {
+		return fmt.Errorf("%s: its sha256 trailer does not match its contents (%s, trailer %s): cut short or altered", path, hex.EncodeToString(got)[:16], hex.EncodeToString(want)[:16])
+	}
+	return nil
+}
+
+// Entry is a listed backup: its manifest and what verification said.
+type Entry struct {
+	Full
+	Verification *Verification `json:"verification,omitempty"`
+}
+
+// State is "verified", "failed" or "unverified".
+func (e Entry) State() string {
+	if e.Verification == nil {
+		return "unverified"
+	}
+	return e.Verification.Result
+}
+
+// List returns every full backup whose manifest is in the store, oldest first. Data without a
+// manifest (an upload cut short) is not a backup and is not listed.
+func List(ctx context.Context, st *store.Store) ([]Entry, error) {
+	keys, err := st.List(ctx, fullPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ".json") {
+			continue
+		}
+		var e Entry
+		if err := st.GetJSON(ctx, k, &e.Full); err != nil {
+			return nil, err
+		}
+		var v Verification
+		switch err := st.GetJSON(ctx, verifyPrefix+e.ID+".json", &v); {
+		case err == nil:
+			e.Verification = &v
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Find returns the backup id ("latest": the newest) among entries.
+func Find(entries []Entry, id string) (Entry, error) {
+	if len(entries) == 0 {
+		return Entry{}, errors.New("the store holds no backup")
+	}
+	if id == "" || id == "latest" {
+		return entries[len(entries)-1], nil
+	}
+	for _, e := range entries {
+		if e.ID == id {
+			return e, nil
+		}
+	}
+	return Entry{}, fmt.Errorf("no backup %q in the store (etcdmedic backup ls lists them)", id)
+}
+
+// Fetch downloads a backup's snapshot into path and checks it against its manifest (sha256,
+// size) and etcd's trailer.
+func Fetch(ctx context.Context, st *store.Store, f *Full, path string) error {
+	r, err := st.Get(ctx, f.DataKey())
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	out, err := os.OpenFile(path+".partial", os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, h), r)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path + ".partial")
+		return fmt.Errorf("download %s: %w", f.DataKey(), err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.Data.SHA256 || n != f.Data.Bytes {
+		os.Remove(path + ".partial")
+		return fmt.Errorf("backup %s is damaged: %d bytes with sha256 %s, its manifest says %d bytes, %s", f.ID, n, sum, f.Data.Bytes, f.Data.SHA256)
+	}
+	if err := CheckTrailer(path + ".partial"); err != nil {
+		os.Remove(path + ".partial")
+		return err
+	}
+	return os.Rename(path+".partial", path)
+}

@@ -1,0 +1,158 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// Verification is what restoring a backup showed.
+type Verification struct {
+	ID       string    `json:"id"`
+	At       time.Time `json:"at"`
+	Result   string    `json:"result"` // verified or failed
+	Why      string    `json:"why,omitempty"`
+	Revision int64     `json:"revision"`
+	HashKV   uint32    `json:"hashKV"` // the restored member's, at the backup's revision
+	Seconds  float64   `json:"seconds"`
+}
+
+// VerifyOptions say how to restore.
+type VerifyOptions struct {
+	// Etcd is the server command the scratch member runs (binary and leading args).
+	Etcd []string
+	// Etcdutl restores the snapshot (of the cluster's version).
+	Etcdutl string
+	// Scratch is a folder for the restore (removed after).
+	Scratch string
+}
+
+// Verify restores the backup into a scratch one-member etcd on 127.0.0.1, asks it for its hash
+// at the backup's revision, compares it with the hash the cluster gave when the backup was
+// taken, and records the result in the store (verify/<id>.json), which backup ls shows. A
+// failed verification is a result, not an error; an error is a verification that could not run.
+func Verify(ctx context.Context, st *store.Store, f *Full, opts VerifyOptions) (*Verification, error) {
+	start := time.Now()
+	v := &Verification{ID: f.ID, Revision: f.Revision}
+	if err := os.MkdirAll(opts.Scratch, 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(opts.Scratch, "verify-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	hash, why, err := restoreAndHash(ctx, st, f, opts, dir)
+	if err != nil {
+		return nil, err
+	}
+	v.HashKV = hash
+	switch {
+	case why != "":
+		v.Result, v.Why = "failed", why
+	case hash != f.HashKV:
+		v.Result, v.Why = "failed", fmt.Sprintf("restored, its hash at revision %d is %d; the cluster's was %d", f.Revision, hash, f.HashKV)
+	default:
+		v.Result = "verified"
+	}
+	v.At, v.Seconds = time.Now().UTC(), time.Since(start).Seconds()
+	if err := st.PutJSON(ctx, verifyPrefix+f.ID+".json", v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// restoreAndHash returns the restored member's hash, or why the backup does not restore.
+func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOptions, dir string) (uint32, string, error) {
+	snap := filepath.Join(dir, "snapshot.db")
+	if err := Fetch(ctx, st, f, snap); err != nil {
+		return 0, err.Error(), nil
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return 0, "", err
+	}
+	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	data := filepath.Join(dir, "verify.etcd")
+	var out bytes.Buffer
+	restore := exec.CommandContext(ctx, opts.Etcdutl, "snapshot", "restore", snap, "--data-dir", data, "--name", "verify",
+		"--initial-cluster", "verify="+peer, "--initial-advertise-peer-urls", peer)
+	restore.Stdout, restore.Stderr = &out, &out
+	if err := restore.Run(); err != nil {
+		return 0, fmt.Sprintf("etcdutl snapshot restore: %v: %s", err, lastLine(out.String())), nil
+	}
+	log, err := os.Create(filepath.Join(dir, "verify.log"))
+	if err != nil {
+		return 0, "", err
+	}
+	defer log.Close()
+	etcd := exec.Command(opts.Etcd[0], append(append([]string{}, opts.Etcd[1:]...), "--name", "verify", "--data-dir", data,
+		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "verify="+peer)...)
+	etcd.Stdout, etcd.Stderr = log, log
+	etcd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := etcd.Start(); err != nil {
+		return 0, "", fmt.Errorf("start the scratch member: %w", err)
+	}
+	defer func() {
+		syscall.Kill(-etcd.Process.Pid, syscall.SIGKILL)
+		etcd.Wait()
+	}()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return 0, "", err
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cli.HashKV(hctx, client, f.Revision)
+		cancel()
+		if err == nil {
+			return resp.Hash, "", nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			b, _ := os.ReadFile(log.Name())
+			return 0, fmt.Sprintf("the restored member did not answer hashkv at revision %d within 30 s: %v (%s)", f.Revision, err, lastLine(string(b))), nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func lastLine(s string) string {
+	s = string(bytes.TrimSpace([]byte(s)))
+	if i := bytes.LastIndexByte([]byte(s), '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+)
+
+func (tablePrinter) Backup(w io.Writer, r backupResult) error {
+	if f := r.Taken; f != nil {
+		_, err := fmt.Fprintf(w, "BACKUP %s taken from %s (etcd %s, cluster %s): revision %d, %s (%s stored%s), sha256 %s\nin %s\n",
+			f.ID, f.Endpoint, f.EtcdVersion, f.ClusterID, f.Revision, humanize.IBytes(uint64(f.Data.Bytes)), humanize.IBytes(uint64(f.Data.StoredBytes)), encryptedNote(f.Data.Encrypted), f.Data.SHA256, r.Store)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(r.Verified) > 0 {
+		fmt.Fprintln(tw, "BACKUP\tREVISION\tRESULT\tHASHKV\tTOOK\tWHY")
+		for _, v := range r.Verified {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%.1fs\t%s\n", v.ID, v.Revision, v.Result, v.HashKV, v.Seconds, orDash(v.Why))
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintln(tw, "BACKUP\tTAKEN\tREVISION\tSIZE\tSTORED\tETCD\tFROM\tSTATE")
+	for _, e := range r.Backups {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s%s\t%s\t%s\t%s\n", e.ID, e.Taken.Format("2006-01-02 15:04:05Z"), e.Revision, humanize.IBytes(uint64(e.Data.Bytes)), humanize.IBytes(uint64(e.Data.StoredBytes)), encryptedNote(e.Data.Encrypted), e.EtcdVersion, e.Endpoint, e.State())
+	}
+	if len(r.Backups) == 0 {
+		fmt.Fprintf(tw, "(no backup in %s)\n", r.Store)
+	}
+	return tw.Flush()
+}
+
+func encryptedNote(encrypted bool) string {
+	if encrypted {
+		return ", age-encrypted"
+	}
+	return ""
+}

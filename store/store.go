@@ -1,0 +1,270 @@
+// Package store keeps etcdmedic's backups in an object store through gocloud.dev/blob:
+// file:///var/backups/etcd (the default kind, needing nothing), s3://bucket/prefix?endpoint=...
+// (any S3 server), gs:// and azblob://. Every object is compressed with zstd and, when
+// recipients are given, encrypted with age; what is stored is recorded (sizes, the sha256 of
+// the plain bytes) so that a reader can check it. An object is visible under its name only once
+// it is whole (blob writers commit on Close, and a cancelled write is discarded), and readers
+// find backups only through manifests written after their data: a half-uploaded backup is
+// never listed.
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"filippo.io/age"
+	"github.com/klauspost/compress/zstd"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/fileblob"  // file://
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/s3blob"    // s3://
+	"gocloud.dev/gcerrors"
+)
+
+// Options say how objects are sealed.
+type Options struct {
+	// Recipients are age public keys (age1...): every object is encrypted to all of them.
+	Recipients []string
+	// IdentityFile holds the age identities (AGE-SECRET-KEY-1...) that open encrypted objects.
+	IdentityFile string
+}
+
+// Store is an opened object store.
+type Store struct {
+	URL        string
+	bucket     *blob.Bucket
+	recipients []age.Recipient
+	identities []age.Identity
+}
+
+// ErrNotFound is a key with no object.
+var ErrNotFound = errors.New("no such object")
+
+// Open opens the store at rawURL. A file:// folder is created when missing. The path of an
+// s3://, gs:// or azblob:// URL is a prefix inside the bucket.
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("--store %q: %w", rawURL, err)
+	}
+	open := rawURL
+	switch u.Scheme {
+	case "file":
+		if u.Path == "" {
+			return nil, fmt.Errorf("--store %q: a file:// store needs an absolute folder (file:///var/backups/etcd)", rawURL)
+		}
+		if err := os.MkdirAll(u.Path, 0o700); err != nil {
+			return nil, fmt.Errorf("--store %q: %w", rawURL, err)
+		}
+		q := u.Query()
+		q.Set("no_tmp_dir", "true") // temp files beside the objects, then renamed: same filesystem
+		u.RawQuery = q.Encode()
+		open = u.String()
+	case "s3", "gs", "azblob":
+		if prefix := strings.Trim(u.Path, "/"); prefix != "" {
+			q := u.Query()
+			q.Set("prefix", prefix+"/")
+			u.Path, u.RawQuery = "", q.Encode()
+			open = u.String()
+		}
+	case "":
+		return nil, fmt.Errorf("--store %q: give a URL (file:///var/backups/etcd, s3://bucket/prefix?endpoint=...)", rawURL)
+	}
+	b, err := blob.OpenBucket(ctx, open)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
+	}
+	s := &Store{URL: rawURL, bucket: b}
+	for _, r := range opts.Recipients {
+		rec, err := age.ParseX25519Recipient(r)
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("age recipient %q: %w", r, err)
+		}
+		s.recipients = append(s.recipients, rec)
+	}
+	if opts.IdentityFile != "" {
+		f, err := os.Open(opts.IdentityFile)
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("age identity file: %w", err)
+		}
+		ids, err := age.ParseIdentities(f)
+		f.Close()
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("age identity file %s: %w", opts.IdentityFile, err)
+		}
+		s.identities = ids
+	}
+	return s, nil
+}
+
+// Close releases the store.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// Written is what Put stored.
+type Written struct {
+	Key         string `json:"key"`
+	Bytes       int64  `json:"bytes"`       // plain bytes read
+	StoredBytes int64  `json:"storedBytes"` // bytes in the store, compressed (and encrypted)
+	SHA256      string `json:"sha256"`      // of the plain bytes
+	Encrypted   bool   `json:"encrypted"`
+}
+
+// Put stores what r holds under key, compressed (and encrypted), and commits it only when all
+// of r was read and written: an error or a cancelled ctx leaves no object under key.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (*Written, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bw, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", key, err)
+	}
+	counted := &counter{w: bw}
+	var sealed io.WriteCloser = nopCloser{counted}
+	if len(s.recipients) > 0 {
+		if sealed, err = age.Encrypt(counted, s.recipients...); err != nil {
+			cancel()
+			bw.Close()
+			return nil, err
+		}
+	}
+	zw, err := zstd.NewWriter(sealed)
+	if err != nil {
+		cancel()
+		bw.Close()
+		return nil, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(zw, io.TeeReader(r, h))
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = sealed.Close()
+	}
+	if err != nil {
+		cancel() // the writer discards what it has
+		bw.Close()
+		return nil, fmt.Errorf("store %s: %w", key, err)
+	}
+	if err := bw.Close(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", key, err)
+	}
+	return &Written{Key: key, Bytes: n, StoredBytes: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encrypted: len(s.recipients) > 0}, nil
+}
+
+// Get opens the object at key, decrypted and decompressed. The caller closes it.
+func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	br, err := s.bucket.NewReader(ctx, key, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	buffered := bufio.NewReader(br)
+	var plain io.Reader = buffered
+	if head, _ := buffered.Peek(len(ageHeader)); string(head) == ageHeader {
+		if len(s.identities) == 0 {
+			br.Close()
+			return nil, fmt.Errorf("%s is encrypted with age: give the identity file that opens it (--age-identity)", key)
+		}
+		if plain, err = age.Decrypt(buffered, s.identities...); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("decrypt %s: %w", key, err)
+		}
+	}
+	zr, err := zstd.NewReader(plain)
+	if err != nil {
+		br.Close()
+		return nil, fmt.Errorf("decompress %s: %w", key, err)
+	}
+	return readCloser{Reader: zr, close: func() error { zr.Close(); return br.Close() }}, nil
+}
+
+const ageHeader = "age-encryption.org/v1"
+
+type readCloser struct {
+	io.Reader
+	close func() error
+}
+
+func (r readCloser) Close() error { return r.close() }
+
+// PutJSON stores v as JSON under key.
+func (s *Store) PutJSON(ctx context.Context, key string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = s.Put(ctx, key, bytes.NewReader(b))
+	return err
+}
+
+// GetJSON reads the JSON object at key into v.
+func (s *Store) GetJSON(ctx context.Context, key string, v any) error {
+	r, err := s.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := json.NewDecoder(r).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return nil
+}
+
+// List returns the keys under prefix, in the store's order (lexical).
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			return keys, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, err)
+		}
+		if !obj.IsDir {
+			keys = append(keys, obj.Key)
+		}
+	}
+}
+
+// Delete removes the object at key.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
