@@ -35,13 +35,13 @@ type Full struct {
 	Taken time.Time `json:"taken"`
 	// Revision is the snapshot's revision and HashKV the member's hash of the key space at it,
 	// asked right after the snapshot: a restore of this backup must hash the same.
-	Revision        int64             `json:"revision"`
-	CompactRevision int64             `json:"compactRevision"`
-	HashKV          uint32            `json:"hashKV"`
+	Revision        int64               `json:"revision"`
+	CompactRevision int64               `json:"compactRevision"`
+	HashKV          uint32              `json:"hashKV"`
 	ClusterID       etcdmedic.ClusterID `json:"clusterID"`
-	Endpoint        string            `json:"endpoint"` // the member it was taken from
-	EtcdVersion     string            `json:"etcdVersion"`
-	Data            store.Written     `json:"data"`
+	Endpoint        string              `json:"endpoint"` // the member it was taken from
+	EtcdVersion     string              `json:"etcdVersion"`
+	Data            store.Written       `json:"data"`
 }
 
 // DataKey is where its snapshot is.

@@ -174,7 +174,6 @@ func (w *Workload) history(truth map[string]*State, atRevision int64, at time.Ti
 	return h
 }
 
-
 // checkAgainst compares each of c's objects with the truth read from etcd.
 func (c *client) checkAgainst(truth map[string]*State) []Violation {
 	var out []Violation

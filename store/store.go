@@ -267,4 +267,3 @@ func (c *counter) Write(p []byte) (int, error) {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
-

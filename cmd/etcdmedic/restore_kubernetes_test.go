@@ -133,7 +133,9 @@ func restoreUnderKubernetes(t *testing.T, flags []string) (kubeworkload.Verdict,
 		t.Fatal(err)
 	}
 	waitKubeAcked(t, kube, kube.Counts().Acked+100) // written through the restored cluster
-	again := func(opts kubeworkload.VerifyOptions) kubeworkload.Verdict { return kubeVerify(t, kube, sb.Endpoints(), opts) }
+	again := func(opts kubeworkload.VerifyOptions) kubeworkload.Verdict {
+		return kubeVerify(t, kube, sb.Endpoints(), opts)
+	}
 	return again(kubeworkload.VerifyOptions{SkipAcknowledged: true, InformerWait: 20 * time.Second}), again
 }
 
