@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"os"
 	"path/filepath"
 	"strings"
@@ -204,4 +206,74 @@ func fetchBackup(cmd *cobra.Command, sf *storeFlags, id, planDir string) (string
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "backup %s (revision %d, %s) downloaded and checked: %s\n", e.ID, e.Revision, e.State(), path)
 	return path, nil
+}
+
+// restoreResult is what restore prints.
+type restoreResult struct {
+	Store    string            `json:"store"`
+	Restored *archive.Restored `json:"restored"`
+}
+
+func newRestoreCommand(opts *globalOptions) *cobra.Command {
+	var sf storeFlags
+	var backupID, etcdutl string
+	var dataDirs, peerURLs []string
+	var ro archive.RestoreOptions
+	cmd := &cobra.Command{
+		Use:   "restore --store URL --data-dir NAME=PATH...",
+		Short: "Restore a backup from the store into a new data dir for every member (every disk lost)",
+		Long: `Downloads a backup (latest, or --backup ID), checks it against its manifest and etcd's
+sha256 trailer, and restores it with etcdutl into a data dir for every member named, as one new
+cluster: the peer URLs come from the backup's own membership unless given with --peer-url.
+Data dirs must be absent or empty: a restore never writes over data. For Kubernetes add
+--bump-revision 1000000000 --mark-compacted. Then start each member on its data dir.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dirs, err := parsePairs("--data-dir", "NAME=PATH", dataDirs)
+			if err != nil {
+				return err
+			}
+			peers, err := parsePairs("--peer-url", "NAME=URL", peerURLs)
+			if err != nil {
+				return err
+			}
+			st, err := sf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			entries, err := archive.List(cmd.Context(), st)
+			if err != nil {
+				return failf("", "restore: %v", err)
+			}
+			e, err := archive.Find(entries, backupID)
+			if err != nil {
+				return failf("etcdmedic backup ls --store "+sf.url, "restore: %v", err)
+			}
+			var targets []archive.Target
+			for _, name := range slices.Sorted(maps.Keys(dirs)) {
+				abs, err := filepath.Abs(dirs[name])
+				if err != nil {
+					return err
+				}
+				targets = append(targets, archive.Target{Name: name, DataDir: abs, PeerURL: peers[name]})
+			}
+			ro.Etcdutl, ro.Scratch = etcdutl, scratchDir()
+			res, err := archive.Restore(cmd.Context(), st, &e.Full, targets, ro)
+			if err != nil {
+				return failf("", "restore: %v", err)
+			}
+			p, _ := printerFor(opts.writeOut)
+			return p.Restore(cmd.OutOrStdout(), restoreResult{Store: sf.url, Restored: res})
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().StringVar(&backupID, "backup", "latest", "which backup (etcdmedic backup ls)")
+	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a member's new data dir as NAME=PATH (repeat for every member)")
+	cmd.Flags().StringArrayVar(&peerURLs, "peer-url", nil, "a member's peer URL as NAME=URL (default: the backup's membership)")
+	cmd.Flags().StringVar(&etcdutl, "etcdutl", "etcdutl", "etcdutl of the version the members will run")
+	cmd.Flags().Uint64Var(&ro.BumpRevision, "bump-revision", 0, "add this to every revision (Kubernetes: more than the writes since the backup, e.g. 1000000000)")
+	cmd.Flags().BoolVar(&ro.MarkCompacted, "mark-compacted", false, "with --bump-revision: mark the restored revisions compacted, so that watchers and informers relist")
+	cmd.Flags().StringVar(&ro.Token, "initial-cluster-token", "", "the new cluster's token (default: etcdutl's)")
+	return cmd
 }

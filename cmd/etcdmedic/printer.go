@@ -26,6 +26,7 @@ type printer interface {
 	UpgradePlan(w io.Writer, p *upgrade.Plan) error
 	UpgradeApply(w io.Writer, r upgradeApplyResult) error
 	Backup(w io.Writer, r backupResult) error
+	Restore(w io.Writer, r restoreResult) error
 }
 
 func printerFor(format string) (printer, error) {

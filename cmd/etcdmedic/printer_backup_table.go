@@ -38,3 +38,13 @@ func encryptedNote(encrypted bool) string {
 	}
 	return ""
 }
+
+func (tablePrinter) Restore(w io.Writer, r restoreResult) error {
+	res := r.Restored
+	fmt.Fprintf(w, "RESTORED backup %s from %s: revision %d, one new cluster %s\n", res.Backup, r.Store, res.Revision, res.InitialCluster)
+	for _, d := range res.DataDirs {
+		fmt.Fprintf(w, "  %s\n", d)
+	}
+	_, err := fmt.Fprintf(w, "Start each member on its data dir (with its usual flags: the data dir now holds the new cluster's membership).\n")
+	return err
+}

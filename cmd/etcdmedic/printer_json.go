@@ -22,6 +22,8 @@ func (jsonPrinter) Version(w io.Writer, v versionInfo) error { return writeJSON(
 
 func (jsonPrinter) Backup(w io.Writer, r backupResult) error { return writeJSON(w, r) }
 
+func (jsonPrinter) Restore(w io.Writer, r restoreResult) error { return writeJSON(w, r) }
+
 func (jsonPrinter) Inspect(w io.Writer, r inspectResult) error { return writeJSON(w, r) }
 
 func (jsonPrinter) Sandbox(w io.Writer, r sandboxResult) error { return writeJSON(w, r) }

@@ -75,6 +75,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newDrillCommand(opts),
 		newUpgradeCommand(opts),
 		newBackupCommand(opts),
+		newRestoreCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,

@@ -1,0 +1,148 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// Target is one member a restore produces a data dir for.
+type Target struct {
+	Name    string
+	DataDir string
+	// PeerURL is its advertised peer URL; "" takes the one the backup's membership records
+	// for Name.
+	PeerURL string
+}
+
+// RestoreOptions say how.
+type RestoreOptions struct {
+	// Etcdutl restores (of the version the members will run).
+	Etcdutl string
+	// BumpRevision and MarkCompacted are etcdutl's: for Kubernetes, revisions must never go
+	// back under apiservers and informers (see the README's restore section).
+	BumpRevision  uint64
+	MarkCompacted bool
+	// Token is the new cluster's --initial-cluster-token ("" : etcdutl's default).
+	Token   string
+	Scratch string
+}
+
+// Restored is what Restore made.
+type Restored struct {
+	Backup         string   `json:"backup"`
+	Revision       int64    `json:"revision"`
+	InitialCluster string   `json:"initialCluster"`
+	DataDirs       []string `json:"dataDirs"`
+}
+
+// Restore downloads backup f (checked against its manifest and etcd's trailer) and restores it
+// with etcdutl into a data dir for every target, as one new cluster: every data dir must be
+// absent or empty (a restore never writes over data: move it aside first). Start each member
+// on its data dir afterwards; the flags about the initial cluster are then ignored.
+func Restore(ctx context.Context, st *store.Store, f *Full, targets []Target, opts RestoreOptions) (*Restored, error) {
+	if len(targets) == 0 {
+		return nil, errors.New("give the members to restore: --data-dir NAME=PATH (one per member)")
+	}
+	if opts.MarkCompacted && opts.BumpRevision == 0 {
+		return nil, errors.New("--mark-compacted needs --bump-revision (etcdutl snapshot restore refuses it alone)")
+	}
+	for _, t := range targets {
+		if err := emptyOrAbsent(t.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(opts.Scratch, 0o700); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(opts.Scratch, "restore-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	snap := filepath.Join(dir, "snapshot.db")
+	if err := Fetch(ctx, st, f, snap); err != nil {
+		return nil, err
+	}
+	if err := fillPeerURLs(snap, targets); err != nil {
+		return nil, err
+	}
+	var initial []string
+	for _, t := range targets {
+		initial = append(initial, t.Name+"="+t.PeerURL)
+	}
+	res := &Restored{Backup: f.ID, Revision: f.Revision + int64(opts.BumpRevision), InitialCluster: strings.Join(initial, ",")}
+	for _, t := range targets {
+		args := []string{"snapshot", "restore", snap, "--name", t.Name, "--data-dir", t.DataDir,
+			"--initial-cluster", res.InitialCluster, "--initial-advertise-peer-urls", t.PeerURL}
+		if opts.Token != "" {
+			args = append(args, "--initial-cluster-token", opts.Token)
+		}
+		if opts.BumpRevision > 0 {
+			args = append(args, "--bump-revision", fmt.Sprint(opts.BumpRevision))
+		}
+		if opts.MarkCompacted {
+			args = append(args, "--mark-compacted")
+		}
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, opts.Etcdutl, args...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return res, fmt.Errorf("etcdutl %s: %v: %s", strings.Join(args, " "), err, lastLine(out.String()))
+		}
+		res.DataDirs = append(res.DataDirs, t.DataDir)
+	}
+	return res, nil
+}
+
+// fillPeerURLs takes each target's peer URL, when not given, from the membership the snapshot
+// records.
+func fillPeerURLs(snap string, targets []Target) error {
+	var known map[string]string
+	for i := range targets {
+		if targets[i].PeerURL != "" {
+			continue
+		}
+		if known == nil {
+			rep, err := datadir.Inspect(snap, datadir.Options{})
+			if err != nil || rep.Backend == nil {
+				return fmt.Errorf("read the backup's membership: %v", err)
+			}
+			known = map[string]string{}
+			for _, m := range rep.Backend.Members {
+				if len(m.PeerURLs) > 0 {
+					known[m.Name] = m.PeerURLs[0]
+				}
+			}
+		}
+		u, ok := known[targets[i].Name]
+		if !ok {
+			return fmt.Errorf("the backup's membership has no member %q: give its peer URL with --peer-url %s=URL", targets[i].Name, targets[i].Name)
+		}
+		targets[i].PeerURL = u
+	}
+	return nil
+}
+
+func emptyOrAbsent(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("%s is not empty: a restore never writes over data; move it aside first (etcdmedic guard --fix quarantines a stale data dir)", dir)
+	}
+	return nil
+}
