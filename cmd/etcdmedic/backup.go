@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
