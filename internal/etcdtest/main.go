@@ -23,6 +23,9 @@ type Needs struct {
 	// KubeAPIServer is set when the tests run kube-apiserver (KubeAPIServerBinary): about
 	// 5 minutes to build the first time.
 	KubeAPIServer bool
+	// S3 is set when the tests run a real S3 server (StartS3): SeaweedFS, about 6 minutes to
+	// build the first time.
+	S3 bool
 }
 
 // Main runs a test package's tests; call it from TestMain: os.Exit(etcdtest.Main(m, needs)).
@@ -76,6 +79,10 @@ func (n Needs) build() {
 		v := etcdbin.KubeAPIServerVersion
 		prebuild("kube-apiserver", v, etcdbin.KubeAPIServerCached(v), etcdbin.KubeAPIServerPath)
 	}
+	if n.S3 {
+		v := etcdbin.SeaweedFSVersion
+		prebuild("SeaweedFS weed", v, etcdbin.WeedCached(v), etcdbin.WeedPath)
+	}
 	for _, v := range n.Etcdutl {
 		prebuild("etcdutl", v, etcdbin.EtcdutlCached(v), etcdbin.EtcdutlPath)
 	}
@@ -101,8 +108,11 @@ func prebuild(tool, version string, cached bool, path func(context.Context, stri
 	}
 	dir, _ := etcdbin.CacheDir()
 	about := "about 75 s"
-	if tool == "kube-apiserver" {
-		about = "about 5 minutes"
+	switch tool {
+	case "kube-apiserver":
+		about = "about 3.5 minutes"
+	case "SeaweedFS weed":
+		about = "about 6 minutes"
 	}
 	fmt.Fprintf(os.Stderr, "etcdtest: building %s %s before the tests (%s, cached in %s)\n", tool, version, about, dir)
 	started := time.Now()

@@ -1,0 +1,112 @@
+package etcdtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
+)
+
+// S3 is a real S3 server for one test: SeaweedFS's weed server (master, volume, filer and S3
+// gateway in one process) on 127.0.0.1 with free ports, anonymous access, and one bucket.
+type S3 struct {
+	Endpoint string // http://127.0.0.1:PORT
+	Bucket   string
+	dir, log string
+	args     []string
+	cmd      *exec.Cmd
+	t        testing.TB
+}
+
+// URL is the store URL of prefix in the bucket, as etcdmedic's --store takes it.
+func (s *S3) URL(prefix string) string {
+	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=us-east-1&use_path_style=true&anonymous=true", s.Bucket, prefix, s.Endpoint)
+}
+
+// StartS3 starts a SeaweedFS S3 server (built and cached like etcd) and creates a bucket; it
+// stops when the test ends.
+func StartS3(t testing.TB) *S3 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
+	defer cancel()
+	bin, err := etcdbin.WeedPath(ctx, etcdbin.SeaweedFSVersion)
+	if err != nil {
+		t.Fatalf("build SeaweedFS: %v", err)
+	}
+	ports, err := freePorts(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := &S3{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[6]), Bucket: "etcd-backups", dir: dir, log: filepath.Join(dir, "weed.log"), t: t}
+	s.args = []string{bin, "server", "-dir=" + dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+		fmt.Sprintf("-master.port=%d", ports[0]), fmt.Sprintf("-master.port.grpc=%d", ports[1]),
+		fmt.Sprintf("-volume.port=%d", ports[2]), fmt.Sprintf("-volume.port.grpc=%d", ports[3]),
+		"-filer", fmt.Sprintf("-filer.port=%d", ports[4]), fmt.Sprintf("-filer.port.grpc=%d", ports[5]),
+		"-s3", fmt.Sprintf("-s3.port=%d", ports[6]), fmt.Sprintf("-s3.port.grpc=%d", ports[7]),
+		"-s3.port.iceberg=0", "-s3.port.lance=0", "-metricsPort=0", "-master.volumeSizeLimitMB=64"}
+	t.Cleanup(s.Stop)
+	s.Start()
+	s.waitBucket()
+	return s
+}
+
+// Start starts the server (again, after Stop: its data is kept).
+func (s *S3) Start() {
+	s.t.Helper()
+	log, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(s.args[0], s.args[1:]...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		s.t.Fatalf("start SeaweedFS: %v", err)
+	}
+	go func() { cmd.Wait(); log.Close() }()
+	s.cmd = cmd
+}
+
+// Stop kills the server (the store is down until Start).
+func (s *S3) Stop() {
+	if s.cmd != nil {
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		for i := 0; i < 100 && syscall.Kill(s.cmd.Process.Pid, 0) == nil; i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		s.cmd = nil
+	}
+}
+
+// WaitReady waits until the S3 gateway answers for the bucket.
+func (s *S3) WaitReady() { s.t.Helper(); s.waitBucket() }
+
+// waitBucket creates the bucket (PUT /bucket), retrying while the server starts (about 4 s).
+func (s *S3) waitBucket() {
+	s.t.Helper()
+	var last string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		req, _ := http.NewRequest(http.MethodPut, s.Endpoint+"/"+s.Bucket, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusConflict {
+			return
+		}
+		last = resp.Status
+	}
+	b, _ := os.ReadFile(s.log)
+	s.t.Fatalf("SeaweedFS S3 at %s did not serve bucket %s within 60 s: %s\n%s", s.Endpoint, s.Bucket, last, tailLines(string(b), 20))
+}
