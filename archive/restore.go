@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/store"
@@ -35,21 +36,29 @@ type RestoreOptions struct {
 	// Token is the new cluster's --initial-cluster-token ("" : etcdutl's default).
 	Token   string
 	Scratch string
+	// Etcd is the server command a scratch member runs to replay history after the full
+	// backup (binary and leading args).
+	Etcd []string
 }
 
 // Restored is what Restore made.
 type Restored struct {
-	Backup         string   `json:"backup"`
-	Revision       int64    `json:"revision"`
-	InitialCluster string   `json:"initialCluster"`
-	DataDirs       []string `json:"dataDirs"`
+	Backup string `json:"backup"`
+	// Revision is the point restored (before any bump), At when its last change was captured.
+	Revision       int64     `json:"revision"`
+	At             time.Time `json:"at"`
+	Replayed       int64     `json:"replayedRevisions"` // revisions of history replayed after the full backup
+	BumpedTo       int64     `json:"bumpedTo,omitempty"`
+	InitialCluster string    `json:"initialCluster"`
+	DataDirs       []string  `json:"dataDirs"`
 }
 
-// Restore downloads backup f (checked against its manifest and etcd's trailer) and restores it
-// with etcdutl into a data dir for every target, as one new cluster: every data dir must be
-// absent or empty (a restore never writes over data: move it aside first). Start each member
-// on its data dir afterwards; the flags about the initial cluster are then ignored.
-func Restore(ctx context.Context, st *store.Store, f *Full, targets []Target, opts RestoreOptions) (*Restored, error) {
+// Restore downloads the point's full backup (checked against its manifest and etcd's trailer),
+// replays the history after it up to the point, and restores the result with etcdutl into a
+// data dir for every target, as one new cluster: every data dir must be absent or empty (a
+// restore never writes over data: move it aside first). Start each member on its data dir
+// afterwards; the flags about the initial cluster are then ignored.
+func Restore(ctx context.Context, st *store.Store, p *Point, targets []Target, opts RestoreOptions) (*Restored, error) {
 	if len(targets) == 0 {
 		return nil, errors.New("give the members to restore: --data-dir NAME=PATH (one per member)")
 	}
@@ -70,7 +79,7 @@ func Restore(ctx context.Context, st *store.Store, f *Full, targets []Target, op
 	}
 	defer os.RemoveAll(dir)
 	snap := filepath.Join(dir, "snapshot.db")
-	if err := Fetch(ctx, st, f, snap); err != nil {
+	if err := materialize(ctx, st, p, opts.Etcd, opts.Etcdutl, dir, snap); err != nil {
 		return nil, err
 	}
 	if err := fillPeerURLs(snap, targets); err != nil {
@@ -80,7 +89,10 @@ func Restore(ctx context.Context, st *store.Store, f *Full, targets []Target, op
 	for _, t := range targets {
 		initial = append(initial, t.Name+"="+t.PeerURL)
 	}
-	res := &Restored{Backup: f.ID, Revision: f.Revision + int64(opts.BumpRevision), InitialCluster: strings.Join(initial, ",")}
+	res := &Restored{Backup: p.Full.ID, Revision: p.Revision, At: p.At, Replayed: p.Revision - p.Full.Revision, InitialCluster: strings.Join(initial, ",")}
+	if opts.BumpRevision > 0 {
+		res.BumpedTo = p.Revision + int64(opts.BumpRevision)
+	}
 	for _, t := range targets {
 		args := []string{"snapshot", "restore", snap, "--name", t.Name, "--data-dir", t.DataDir,
 			"--initial-cluster", res.InitialCluster, "--initial-advertise-peer-urls", t.PeerURL}

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/archive"
@@ -22,6 +28,9 @@ type backupResult struct {
 	Backups []archive.Entry `json:"backups,omitempty"`
 	// Verified are the verifications this run made.
 	Verified []archive.Verification `json:"verified,omitempty"`
+	// Prune is prune's plan, and Pruned whether it was carried out.
+	Prune  *archive.PrunePlan `json:"prune,omitempty"`
+	Pruned bool               `json:"pruned,omitempty"`
 }
 
 // storeFlags say where backups are and how they are sealed.
@@ -53,7 +62,7 @@ func newBackupCommand(opts *globalOptions) *cobra.Command {
 		Use:   "backup",
 		Short: "Full backups of a live cluster in an object store, verified by restoring them",
 	}
-	cmd.AddCommand(newBackupNowCommand(opts), newBackupLsCommand(opts), newBackupVerifyCommand(opts))
+	cmd.AddCommand(newBackupNowCommand(opts), newBackupRunCommand(opts), newBackupLsCommand(opts), newBackupVerifyCommand(opts), newBackupPruneCommand(opts))
 	return cmd
 }
 
@@ -216,15 +225,19 @@ type restoreResult struct {
 
 func newRestoreCommand(opts *globalOptions) *cobra.Command {
 	var sf storeFlags
-	var backupID, etcdutl string
+	var etcdutl, etcdCommand, toTime string
+	var toRevision int64
 	var dataDirs, peerURLs []string
 	var ro archive.RestoreOptions
 	cmd := &cobra.Command{
 		Use:   "restore --store URL --data-dir NAME=PATH...",
-		Short: "Restore a backup from the store into a new data dir for every member (every disk lost)",
-		Long: `Downloads a backup (latest, or --backup ID), checks it against its manifest and etcd's
-sha256 trailer, and restores it with etcdutl into a data dir for every member named, as one new
-cluster: the peer URLs come from the backup's own membership unless given with --peer-url.
+		Short: "Restore the cluster from the store, to the latest point or to a revision or time, into a new data dir for every member",
+		Long: `Takes the newest full backup at or before the point (the latest the store holds, or
+--to-revision N, or --to-time T), checks it against its manifest and etcd's sha256 trailer,
+replays the history captured after it (backup run) up to the point in a scratch member, one
+revision per transaction so every revision keeps its number, and restores the result with
+etcdutl into a data dir for every member named, as one new cluster: the peer URLs come from the
+backup's own membership unless given with --peer-url.
 Data dirs must be absent or empty: a restore never writes over data. For Kubernetes add
 --bump-revision 1000000000 --mark-compacted. Then start each member on its data dir.`,
 		Args: cobra.NoArgs,
@@ -242,13 +255,20 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 				return err
 			}
 			defer st.Close()
-			entries, err := archive.List(cmd.Context(), st)
-			if err != nil {
-				return failf("", "restore: %v", err)
+			var at time.Time
+			if toTime != "" {
+				if at, err = time.Parse(time.RFC3339, toTime); err != nil {
+					return failf("give a time as 2026-12-02T07:30:00Z", "--to-time %q: %v", toTime, err)
+				}
 			}
-			e, err := archive.Find(entries, backupID)
+			point, err := archive.Choose(cmd.Context(), st, toRevision, at)
 			if err != nil {
 				return failf("etcdmedic backup ls --store "+sf.url, "restore: %v", err)
+			}
+			if ro.Etcd = strings.Fields(etcdCommand); len(ro.Etcd) == 0 {
+				if ro.Etcd, err = linkedEtcdCommandLine(); err != nil {
+					return err
+				}
 			}
 			var targets []archive.Target
 			for _, name := range slices.Sorted(maps.Keys(dirs)) {
@@ -259,7 +279,7 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 				targets = append(targets, archive.Target{Name: name, DataDir: abs, PeerURL: peers[name]})
 			}
 			ro.Etcdutl, ro.Scratch = etcdutl, scratchDir()
-			res, err := archive.Restore(cmd.Context(), st, &e.Full, targets, ro)
+			res, err := archive.Restore(cmd.Context(), st, point, targets, ro)
 			if err != nil {
 				return failf("", "restore: %v", err)
 			}
@@ -268,12 +288,128 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 		},
 	}
 	sf.register(cmd)
-	cmd.Flags().StringVar(&backupID, "backup", "latest", "which backup (etcdmedic backup ls)")
+	cmd.Flags().Int64Var(&toRevision, "to-revision", 0, "restore the cluster as it was at this revision (default: the latest the store holds)")
+	cmd.Flags().StringVar(&toTime, "to-time", "", "restore the cluster as it was at this time (RFC 3339): the last change captured at or before it")
+	cmd.Flags().StringVar(&etcdCommand, "etcd-command", "", "the etcd server that replays the history after the full backup (default: the etcd linked into etcdmedic)")
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a member's new data dir as NAME=PATH (repeat for every member)")
 	cmd.Flags().StringArrayVar(&peerURLs, "peer-url", nil, "a member's peer URL as NAME=URL (default: the backup's membership)")
 	cmd.Flags().StringVar(&etcdutl, "etcdutl", "etcdutl", "etcdutl of the version the members will run")
 	cmd.Flags().Uint64Var(&ro.BumpRevision, "bump-revision", 0, "add this to every revision (Kubernetes: more than the writes since the backup, e.g. 1000000000)")
 	cmd.Flags().BoolVar(&ro.MarkCompacted, "mark-compacted", false, "with --bump-revision: mark the restored revisions compacted, so that watchers and informers relist")
 	cmd.Flags().StringVar(&ro.Token, "initial-cluster-token", "", "the new cluster's token (default: etcdutl's)")
+	return cmd
+}
+
+func newBackupRunCommand(opts *globalOptions) *cobra.Command {
+	var conn connFlags
+	var sf storeFlags
+	var fullEvery, segment time.Duration
+	var metricsAddr, etcdutl, etcdCommand string
+	var verify bool
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Back up continuously: a full backup every --full-every, and every change in between, stored every --segment",
+		Long: `Runs until stopped (SIGINT or SIGTERM: the history received so far is stored first). A full
+backup, then a watch of every key from its revision: the changes are stored as a segment every
+--segment (5 s), so that a restore reaches seconds before a loss, not a snapshot period. A
+segment the store refuses (down, slow) is kept and retried with backoff, nothing dropped. With
+--verify each full backup is restored into a scratch member and checked. --metrics-addr serves
+Prometheus metrics: last full backup (time, size, duration), captured revision, recovery-point
+lag, verifications, store errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := conn.resolve(cmd.Flags()); err != nil {
+				return err
+			}
+			st, err := sf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			progress := newProgress(opts.writeOut, cmd.ErrOrStderr()).lines("backup")
+			o := archive.RunOptions{Conn: conn.conn, Store: st, FullEvery: fullEvery, Segment: segment, Scratch: scratchDir(),
+				Say: func(format string, a ...any) { fmt.Fprintf(progress, format+"\n", a...) }}
+			if verify {
+				etcd := strings.Fields(etcdCommand)
+				if len(etcd) == 0 {
+					if etcd, err = linkedEtcdCommandLine(); err != nil {
+						return err
+					}
+				}
+				o.Verify = &archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutl, Scratch: o.Scratch}
+			}
+			if metricsAddr != "" {
+				reg := prometheus.NewRegistry()
+				o.Metrics = archive.NewMetrics(reg)
+				ln, err := net.Listen("tcp", metricsAddr)
+				if err != nil {
+					return failf("", "--metrics-addr: %v", err)
+				}
+				srv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+				fmt.Fprintf(progress, "metrics on http://%s/metrics\n", ln.Addr())
+			}
+			err = archive.Run(cmd.Context(), o)
+			if errors.Is(err, context.Canceled) {
+				return nil // stopped by a signal, as asked
+			}
+			return err
+		},
+	}
+	conn.register(cmd.Flags())
+	sf.register(cmd)
+	cmd.Flags().DurationVar(&fullEvery, "full-every", time.Hour, "time between full backups")
+	cmd.Flags().DurationVar(&segment, "segment", 5*time.Second, "time between two stores of the changes captured")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics here (e.g. 127.0.0.1:9479)")
+	cmd.Flags().BoolVar(&verify, "verify", false, "verify each full backup by restoring it into a scratch member")
+	cmd.Flags().StringVar(&etcdutl, "etcdutl", "etcdutl", "with --verify: etcdutl of the cluster's version")
+	cmd.Flags().StringVar(&etcdCommand, "etcd-command", "", "with --verify: the etcd server of the scratch member (default: the etcd linked into etcdmedic)")
+	return cmd
+}
+
+func newBackupPruneCommand(opts *globalOptions) *cobra.Command {
+	var sf storeFlags
+	var r archive.Retention
+	var yes bool
+	cmd := &cobra.Command{
+		Use:   "prune --keep-last N [--keep-daily N] [--keep-weekly N] [--yes]",
+		Short: "Remove the backups retention does not keep (shows the plan; --yes removes)",
+		Long: `Keeps the newest --keep-last backups, the newest of each of the last --keep-daily days and
+--keep-weekly ISO weeks (UTC), and always the newest verified backup; removes the others (each
+one's manifest first, so it is unlisted before its data goes) and the history segments no kept
+backup needs. Without --yes it only shows the plan.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := sf.open(cmd)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			entries, err := archive.List(cmd.Context(), st)
+			if err != nil {
+				return failf("", "backup prune: %v", err)
+			}
+			segs, err := archive.Segments(cmd.Context(), st)
+			if err != nil {
+				return failf("", "backup prune: %v", err)
+			}
+			plan := archive.PlanPrune(entries, segs, r)
+			res := backupResult{Store: sf.url, Prune: &plan}
+			if yes {
+				if err := archive.Prune(cmd.Context(), st, plan); err != nil {
+					return failf("run it again: what is left is listed or removed whole", "backup prune: %v", err)
+				}
+				res.Pruned = true
+			}
+			p, _ := printerFor(opts.writeOut)
+			return p.Backup(cmd.OutOrStdout(), res)
+		},
+	}
+	sf.register(cmd)
+	cmd.Flags().IntVar(&r.Last, "keep-last", 0, "keep the newest N backups")
+	cmd.Flags().IntVar(&r.Daily, "keep-daily", 0, "keep the newest backup of each of the last N days")
+	cmd.Flags().IntVar(&r.Weekly, "keep-weekly", 0, "keep the newest backup of each of the last N weeks")
+	cmd.Flags().BoolVar(&yes, "yes", false, "remove what the plan says (without it, only the plan is shown)")
 	return cmd
 }

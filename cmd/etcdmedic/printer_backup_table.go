@@ -15,6 +15,26 @@ func (tablePrinter) Backup(w io.Writer, r backupResult) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if p := r.Prune; p != nil {
+		fmt.Fprintln(tw, "BACKUP\tTAKEN\tREVISION\tSTATE\tPRUNE")
+		for i, e := range p.Keep {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\tkeep: %s\n", e.ID, e.Taken.Format("2006-01-02 15:04:05Z"), e.Revision, e.State(), p.Why[i])
+		}
+		verb := "would remove"
+		if r.Pruned {
+			verb = "removed"
+		}
+		for _, e := range p.Remove {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", e.ID, e.Taken.Format("2006-01-02 15:04:05Z"), e.Revision, e.State(), verb)
+		}
+		tw.Flush()
+		if !r.Pruned {
+			_, err := fmt.Fprintf(w, "%d backups and %d history segments to remove: run again with --yes\n", len(p.Remove), len(p.Segments))
+			return err
+		}
+		_, err := fmt.Fprintf(w, "%d backups and %d history segments removed\n", len(p.Remove), len(p.Segments))
+		return err
+	}
 	if len(r.Verified) > 0 {
 		fmt.Fprintln(tw, "BACKUP\tREVISION\tRESULT\tHASHKV\tTOOK\tWHY")
 		for _, v := range r.Verified {

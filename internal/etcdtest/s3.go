@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 )
 
@@ -109,4 +111,48 @@ func (s *S3) waitBucket() {
 	}
 	b, _ := os.ReadFile(s.log)
 	s.t.Fatalf("SeaweedFS S3 at %s did not serve bucket %s within 60 s: %s\n%s", s.Endpoint, s.Bucket, last, tailLines(string(b), 20))
+}
+
+// StartOn runs etcd of version on an existing data dir (a restored one) as member name, on
+// free ports of 127.0.0.1, until the test ends, and returns a client once it serves.
+func StartOn(t testing.TB, version, name, dataDir string) *clientv3.Client {
+	t.Helper()
+	ports, err := freePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	log, err := os.Create(dataDir + ".log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(Binary(t, version).Path, "--name", name, "--data-dir", dataDir,
+		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		log.Close()
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cli.Get(ctx, "etcdtest/ready")
+		cancel()
+		if err == nil {
+			return cli
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(dataDir + ".log")
+			t.Fatalf("etcd %s on %s did not serve within 30 s: %v\n%s", version, dataDir, err, tailLines(string(b), 20))
+		}
+	}
 }

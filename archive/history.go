@@ -1,0 +1,190 @@
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+const historyPrefix = "history/"
+
+// Event is one change of the key space as the cluster's watch reported it, with when the
+// capture received it.
+type Event struct {
+	Revision int64     `json:"rev"`
+	Delete   bool      `json:"delete,omitempty"`
+	Key      []byte    `json:"key"`
+	Value    []byte    `json:"value,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Segment is a stretch of history in the store: every event with a revision in (From, To].
+type Segment struct {
+	Key      string
+	From, To int64
+}
+
+func segmentKey(from, to int64) string {
+	return fmt.Sprintf("%s%012d-%012d.events", historyPrefix, from, to)
+}
+
+func parseSegmentKey(k string) (Segment, bool) {
+	var s Segment
+	name := strings.TrimSuffix(strings.TrimPrefix(k, historyPrefix), ".events")
+	if _, err := fmt.Sscanf(name, "%012d-%012d", &s.From, &s.To); err != nil || s.To < s.From {
+		return s, false
+	}
+	s.Key = k
+	return s, true
+}
+
+// ErrCompacted is a capture that cannot resume: the revisions it needs are compacted away. Take
+// a new full backup and capture from it.
+var ErrCompacted = errors.New("the history to capture from is compacted")
+
+// Capture watches every key from revision from+1 and stores what it sees as segments, one every
+// interval (none while nothing changes), until ctx ends. A segment that cannot be stored (the
+// store down or slow) is kept and retried with backoff, and what arrives meanwhile joins it:
+// nothing captured is dropped. It returns the last revision stored. Progress notifications move
+// a segment's end past quiet stretches, so that the recovery point keeps up with the cluster.
+func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from int64, interval time.Duration, onStored func(Segment, time.Time)) (int64, error) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from+1), clientv3.WithProgressNotify())
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var pending []Event
+	stored, seen := from, from
+	backoff, nextTry := time.Duration(0), time.Time{}
+	flush := func() {
+		if seen == stored || time.Now().Before(nextTry) {
+			return
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		for _, e := range pending {
+			enc.Encode(e)
+		}
+		// Not ctx: the last segment is stored when the capture is asked to end too.
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_, err := st.Put(pctx, segmentKey(stored, seen), &buf)
+		pcancel()
+		if err != nil {
+			backoff = min(max(2*backoff, time.Second), time.Minute)
+			nextTry = time.Now().Add(backoff)
+			return
+		}
+		if onStored != nil {
+			onStored(Segment{Key: segmentKey(stored, seen), From: stored, To: seen}, lastAt(pending))
+		}
+		pending, stored, backoff, nextTry = nil, seen, 0, time.Time{}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			flush()
+			return stored, ctx.Err()
+		case <-tick.C:
+			flush()
+		case resp, ok := <-wch:
+			if !ok {
+				flush()
+				return stored, errors.New("the watch ended")
+			}
+			if errors.Is(resp.Err(), rpctypes.ErrCompacted) || resp.CompactRevision > 0 {
+				flush()
+				return stored, fmt.Errorf("%w (revision %d)", ErrCompacted, resp.CompactRevision)
+			}
+			if err := resp.Err(); err != nil {
+				flush()
+				return stored, err
+			}
+			now := time.Now().UTC()
+			for _, ev := range resp.Events {
+				pending = append(pending, Event{Revision: ev.Kv.ModRevision, Delete: ev.Type == mvccpb.DELETE, Key: ev.Kv.Key, Value: ev.Kv.Value, At: now})
+				seen = max(seen, ev.Kv.ModRevision)
+			}
+			if resp.IsProgressNotify() && resp.Header.Revision > seen {
+				seen = resp.Header.Revision
+			}
+		}
+	}
+}
+
+func lastAt(events []Event) time.Time {
+	if len(events) == 0 {
+		return time.Now().UTC()
+	}
+	return events[len(events)-1].At
+}
+
+// Segments lists the history segments in the store, by revision.
+func Segments(ctx context.Context, st *store.Store) ([]Segment, error) {
+	keys, err := st.List(ctx, historyPrefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []Segment
+	for _, k := range keys {
+		if s, ok := parseSegmentKey(k); ok {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// chain returns the segments that carry history from revision from up to at least to, in order,
+// or the revision where the history the store holds stops (a gap, or its end).
+func chain(segs []Segment, from, to int64) ([]Segment, int64) {
+	var out []Segment
+	at := from
+	for at < to {
+		found := false
+		for _, s := range segs {
+			if s.From <= at && s.To > at {
+				out = append(out, s)
+				at, found = s.To, true
+				break
+			}
+		}
+		if !found {
+			return out, at
+		}
+	}
+	return out, at
+}
+
+// readSegment reads a segment's events.
+func readSegment(ctx context.Context, st *store.Store, s Segment) ([]Event, error) {
+	r, err := st.Get(ctx, s.Key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Key, err)
+		}
+		out = append(out, e)
+	}
+	if err := sc.Err(); err != nil && err != io.EOF {
+		return nil, fmt.Errorf("%s: %w", s.Key, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdmedic/etcdmedic/backup"
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// Point is a point in time a restore goes to: a full backup and the history after it.
+type Point struct {
+	Full     Full      `json:"full"`
+	Segments []Segment `json:"-"`
+	// Revision is the revision restored; At the capture time of its last event (the full
+	// backup's time when no history is replayed).
+	Revision int64     `json:"revision"`
+	At       time.Time `json:"at"`
+	// Reachable is the newest revision the store could restore to from this full backup.
+	Reachable int64 `json:"reachable"`
+	// toTime, when set, stops the replay at the last event captured at or before it.
+	toTime time.Time
+}
+
+// Choose picks the point to restore: toRevision (0: as late as the store reaches) or toTime
+// (zero: not by time). The full backup is the newest one at or before the point that did not
+// fail verification; the history after it must be whole up to the point.
+func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.Time) (*Point, error) {
+	entries, err := List(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	segs, err := Segments(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		switch {
+		case e.State() == "failed":
+			continue
+		case toRevision > 0 && e.Revision > toRevision:
+			continue
+		case !toTime.IsZero() && e.Taken.After(toTime):
+			continue
+		}
+		p := &Point{Full: e.Full, Revision: e.Revision, At: e.Taken, toTime: toTime}
+		want := toRevision
+		if want == 0 {
+			want = 1 << 62
+		}
+		p.Segments, p.Reachable = chain(segs, e.Revision, want)
+		switch {
+		case toRevision > 0 && p.Reachable < toRevision:
+			return nil, fmt.Errorf("the store's history after backup %s stops at revision %d: revision %d cannot be reached", e.ID, p.Reachable, toRevision)
+		case toRevision > 0:
+			p.Revision = toRevision
+		default:
+			p.Revision = p.Reachable
+		}
+		return p, nil
+	}
+	if len(entries) == 0 {
+		return nil, errors.New("the store holds no backup")
+	}
+	return nil, fmt.Errorf("no usable full backup at or before the point asked (revision %d, time %s)", toRevision, toTime.Format(time.RFC3339))
+}
+
+// materialize writes into path a snapshot of the point: the full backup, and, when history is
+// replayed, that backup restored into a scratch member (etcd), the history applied one
+// revision per transaction (so every revision keeps its number), and a snapshot taken of it.
+func materialize(ctx context.Context, st *store.Store, p *Point, etcd []string, etcdutl, dir, path string) error {
+	base := filepath.Join(dir, "full.db")
+	if err := Fetch(ctx, st, &p.Full, base); err != nil {
+		return err
+	}
+	var events []Event
+	for _, s := range p.Segments {
+		evs, err := readSegment(ctx, st, s)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Revision <= p.Full.Revision || e.Revision > p.Revision || (!p.toTime.IsZero() && e.At.After(p.toTime)) {
+				continue
+			}
+			events = append(events, e)
+		}
+	}
+	if len(events) == 0 {
+		p.Revision, p.At = p.Full.Revision, p.Full.Taken
+		return os.Rename(base, path)
+	}
+	if len(etcd) == 0 {
+		return errors.New("replaying the history needs an etcd server (--etcd-command)")
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	data := filepath.Join(dir, "replay.etcd")
+	if out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", base, "--data-dir", data, "--name", "replay",
+		"--initial-cluster", "replay="+peer, "--initial-advertise-peer-urls", peer).CombinedOutput(); err != nil {
+		return fmt.Errorf("etcdutl snapshot restore: %v: %s", err, lastLine(string(out)))
+	}
+	log, err := os.Create(filepath.Join(dir, "replay.log"))
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(etcd[0], append(append([]string{}, etcd[1:]...), "--name", "replay", "--data-dir", data,
+		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "replay="+peer)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := waitServing(ctx, cli); err != nil {
+		return err
+	}
+	for i := 0; i < len(events); {
+		rev := events[i].Revision
+		var ops []clientv3.Op
+		for ; i < len(events) && events[i].Revision == rev; i++ {
+			if events[i].Delete {
+				ops = append(ops, clientv3.OpDelete(string(events[i].Key)))
+			} else {
+				ops = append(ops, clientv3.OpPut(string(events[i].Key), string(events[i].Value)))
+			}
+		}
+		resp, err := cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("replay revision %d: %w", rev, err)
+		}
+		if resp.Header.Revision != rev {
+			return fmt.Errorf("replaying revision %d made revision %d: the history does not follow the backup", rev, resp.Header.Revision)
+		}
+		p.At = events[i-1].At
+	}
+	p.Revision = events[len(events)-1].Revision
+	_, err = backup.SaveSnapshot(ctx, cli, path)
+	return err
+}
+
+func waitServing(ctx context.Context, cli *clientv3.Client) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Get(gctx, "etcdmedic/replay")
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the scratch member did not serve within 30 s: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

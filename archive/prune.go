@@ -1,0 +1,104 @@
+package archive
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// Retention is which full backups prune keeps.
+type Retention struct {
+	// Last keeps the newest Last backups; Daily the newest of each of the last Daily days (UTC)
+	// that have one; Weekly the same for ISO weeks.
+	Last, Daily, Weekly int
+}
+
+// PrunePlan is what prune keeps and removes.
+type PrunePlan struct {
+	Keep   []Entry  `json:"keep"`
+	Remove []Entry  `json:"remove"`
+	Why    []string `json:"why"` // per kept entry, in Keep's order
+	// Segments are the history segments no kept backup needs (wholly before the oldest kept
+	// backup's revision).
+	Segments    []Segment `json:"-"`
+	SegmentKeys []string  `json:"segments"`
+}
+
+// PlanPrune decides, with no store: entries oldest first (as List returns them). It never
+// removes the newest verified backup, nor history a kept backup's points in time need.
+func PlanPrune(entries []Entry, segs []Segment, r Retention) PrunePlan {
+	why := map[string]string{}
+	keep := func(e Entry, reason string) {
+		if _, ok := why[e.ID]; !ok {
+			why[e.ID] = reason
+		}
+	}
+	newestFirst := slices.Clone(entries)
+	slices.Reverse(newestFirst)
+	for i, e := range newestFirst {
+		if i < r.Last {
+			keep(e, fmt.Sprintf("one of the last %d", r.Last))
+		}
+	}
+	byPeriod := func(n int, label string, period func(Entry) string) {
+		seen := map[string]bool{}
+		for _, e := range newestFirst {
+			p := period(e)
+			if seen[p] || len(seen) >= n {
+				continue
+			}
+			seen[p] = true
+			keep(e, label+" "+p)
+		}
+	}
+	byPeriod(r.Daily, "newest of day", func(e Entry) string { return e.Taken.UTC().Format("2006-01-02") })
+	byPeriod(r.Weekly, "newest of week", func(e Entry) string {
+		y, w := e.Taken.UTC().ISOWeek()
+		return fmt.Sprintf("%d-W%02d", y, w)
+	})
+	for _, e := range newestFirst {
+		if e.State() == "verified" {
+			keep(e, "the newest verified backup")
+			break
+		}
+	}
+	var plan PrunePlan
+	oldestKept := int64(-1)
+	for _, e := range entries {
+		if reason, ok := why[e.ID]; ok {
+			plan.Keep, plan.Why = append(plan.Keep, e), append(plan.Why, reason)
+			if oldestKept < 0 || e.Revision < oldestKept {
+				oldestKept = e.Revision
+			}
+			continue
+		}
+		plan.Remove = append(plan.Remove, e)
+	}
+	for _, s := range segs {
+		if oldestKept >= 0 && s.To <= oldestKept {
+			plan.Segments = append(plan.Segments, s)
+			plan.SegmentKeys = append(plan.SegmentKeys, s.Key)
+		}
+	}
+	return plan
+}
+
+// Prune carries out a plan: each removed backup's manifest first (it is no longer listed),
+// then its data and its verification, then the history no kept backup needs.
+func Prune(ctx context.Context, st *store.Store, p PrunePlan) error {
+	for _, e := range p.Remove {
+		for _, k := range []string{manifestKey(e.ID), e.DataKey(), verifyPrefix + e.ID + ".json"} {
+			if err := st.Delete(ctx, k); err != nil {
+				return err
+			}
+		}
+	}
+	for _, s := range p.Segments {
+		if err := st.Delete(ctx, s.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}

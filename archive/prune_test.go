@@ -1,0 +1,59 @@
+package archive
+
+import (
+	"testing"
+	"time"
+)
+
+func entry(id string, taken string, rev int64, state string) Entry {
+	at, _ := time.Parse(time.RFC3339, taken)
+	e := Entry{Full: Full{ID: id, Taken: at, Revision: rev}}
+	if state != "unverified" {
+		e.Verification = &Verification{Result: state}
+	}
+	return e
+}
+
+// Retention as an operator reads it: the last N, the newest of each day and week, and never the
+// newest verified backup nor history a kept backup needs.
+func TestPruneKeepsWhatRetentionSays(t *testing.T) {
+	entries := []Entry{ // oldest first, as List returns them
+		entry("a", "2026-11-16T10:00:00Z", 100, "verified"), // week 47
+		entry("b", "2026-11-23T10:00:00Z", 200, "verified"), // week 48
+		entry("c", "2026-11-30T10:00:00Z", 300, "verified"), // week 49, Monday
+		entry("d", "2026-12-01T09:00:00Z", 400, "failed"),
+		entry("e", "2026-12-01T21:00:00Z", 500, "failed"),
+		entry("f", "2026-12-02T06:00:00Z", 600, "unverified"),
+	}
+	segs := []Segment{{Key: "s1", From: 100, To: 150}, {Key: "s2", From: 150, To: 200}, {Key: "s3", From: 200, To: 650}}
+	for _, tc := range []struct {
+		name string
+		r    Retention
+		keep []string
+		segs int
+	}{
+		{"the last two, and the newest verified however old", Retention{Last: 2}, []string{"c", "e", "f"}, 2},
+		{"the newest of each of the last 2 days", Retention{Daily: 2}, []string{"c", "e", "f"}, 2},
+		{"the newest of each of the last 3 weeks (and the newest verified)", Retention{Weekly: 3}, []string{"a", "b", "c", "f"}, 0},
+		{"nothing asked: the newest verified stays", Retention{}, []string{"c"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := PlanPrune(entries, segs, tc.r)
+			var kept []string
+			for _, e := range p.Keep {
+				kept = append(kept, e.ID)
+			}
+			if len(kept) != len(tc.keep) {
+				t.Fatalf("kept %v (%v), want %v", kept, p.Why, tc.keep)
+			}
+			for i := range kept {
+				if kept[i] != tc.keep[i] {
+					t.Fatalf("kept %v (%v), want %v", kept, p.Why, tc.keep)
+				}
+			}
+			if len(p.Segments) != tc.segs {
+				t.Errorf("removes %d history segments (%v), want %d", len(p.Segments), p.SegmentKeys, tc.segs)
+			}
+		})
+	}
+}

@@ -1,0 +1,154 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// Metrics are backup run's, for Prometheus (served on --metrics-addr).
+type Metrics struct {
+	LastFullSuccess  prometheus.Gauge
+	LastFullBytes    prometheus.Gauge
+	LastFullDuration prometheus.Gauge
+	CapturedRevision prometheus.Gauge
+	CaptureLag       prometheus.Gauge
+	Verifications    *prometheus.CounterVec
+	StoreErrors      prometheus.Counter
+	lastCaptured     atomic.Int64 // Unix nanoseconds of the newest change stored
+}
+
+// NewMetrics registers backup run's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		LastFullSuccess:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_last_full_success_timestamp_seconds", Help: "When the last full backup was stored (Unix time)."}),
+		LastFullBytes:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_last_full_bytes", Help: "Size of the last full backup's snapshot, before compression."}),
+		LastFullDuration: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_last_full_duration_seconds", Help: "How long the last full backup took."}),
+		CapturedRevision: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_captured_revision", Help: "The newest revision whose history is in the store."}),
+		CaptureLag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_recovery_point_lag_seconds", Help: "Time since the newest change in the store was captured: how much a restore now would lose."}),
+		Verifications:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdmedic_backup_verifications_total", Help: "Verifications by restoring, by result."}, []string{"result"}),
+		StoreErrors:      prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdmedic_backup_store_errors_total", Help: "Failed writes to the store (retried)."}),
+	}
+	reg.MustRegister(m.LastFullSuccess, m.LastFullBytes, m.LastFullDuration, m.CapturedRevision, m.CaptureLag, m.Verifications, m.StoreErrors)
+	return m
+}
+
+// RunOptions for Run.
+type RunOptions struct {
+	Conn  cluster.Conn
+	Store *store.Store
+	// FullEvery is the time between full backups; Segment between two stores of history.
+	FullEvery, Segment time.Duration
+	// Verify, when set, verifies each new full backup by restoring it.
+	Verify  *VerifyOptions
+	Scratch string
+	Metrics *Metrics
+	// Say reports progress, one line each.
+	Say func(format string, a ...any)
+}
+
+// Run takes a full backup, then captures the history after it continuously, and takes a new
+// full backup every FullEvery, until ctx ends. A full backup that fails is retried with
+// backoff; a capture that finds its history compacted starts again from a new full backup.
+func Run(ctx context.Context, o RunOptions) error {
+	say := o.Say
+	if say == nil {
+		say = func(string, ...any) {}
+	}
+	backoff := time.Second
+	for ctx.Err() == nil {
+		started := time.Now()
+		f, err := TakeFull(ctx, o.Conn, o.Store, TakeOptions{Scratch: o.Scratch})
+		if err != nil {
+			if o.Metrics != nil {
+				o.Metrics.StoreErrors.Inc()
+			}
+			say("full backup failed (retrying in %s): %v", backoff, err)
+			sleep(ctx, backoff)
+			backoff = min(2*backoff, time.Minute)
+			continue
+		}
+		backoff = time.Second
+		say("full backup %s: revision %d, %d bytes (%d stored) in %.1fs", f.ID, f.Revision, f.Data.Bytes, f.Data.StoredBytes, time.Since(started).Seconds())
+		if m := o.Metrics; m != nil {
+			m.LastFullSuccess.Set(float64(time.Now().Unix()))
+			m.LastFullBytes.Set(float64(f.Data.Bytes))
+			m.LastFullDuration.Set(time.Since(started).Seconds())
+			m.CapturedRevision.Set(float64(f.Revision))
+			m.lastCaptured.Store(f.Taken.UnixNano())
+		}
+		if o.Verify != nil {
+			go func() {
+				v, err := Verify(ctx, o.Store, f, *o.Verify)
+				if err != nil {
+					say("verify %s: %v", f.ID, err)
+					return
+				}
+				say("verify %s: %s %s", f.ID, v.Result, v.Why)
+				if o.Metrics != nil {
+					o.Metrics.Verifications.WithLabelValues(v.Result).Inc()
+				}
+			}()
+		}
+		err = o.captureUntilNextFull(ctx, f)
+		if errors.Is(err, ErrCompacted) {
+			say("%v: a new full backup", err)
+		}
+	}
+	return ctx.Err()
+}
+
+// captureUntilNextFull captures history from f until the next full backup is due.
+func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full) error {
+	cctx, cancel := context.WithTimeout(ctx, o.FullEvery)
+	defer cancel()
+	c := o.Conn
+	cli, err := c.Client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	stopLag := make(chan struct{})
+	defer close(stopLag)
+	if m := o.Metrics; m != nil {
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopLag:
+					return
+				case <-tick.C:
+					m.CaptureLag.Set(time.Since(time.Unix(0, m.lastCaptured.Load())).Seconds())
+				}
+			}
+		}()
+	}
+	_, err = Capture(cctx, cli, o.Store, f.Revision, o.Segment, func(s Segment, at time.Time) {
+		if m := o.Metrics; m != nil {
+			m.CapturedRevision.Set(float64(s.To))
+			m.lastCaptured.Store(at.UnixNano())
+		}
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return nil // time for the next full backup
+	}
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
