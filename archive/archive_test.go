@@ -51,7 +51,7 @@ func verifyOptions(t *testing.T) archive.VerifyOptions {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return archive.VerifyOptions{Etcd: []string{etcdtest.Binary(t, etcdtest.V3_6).Path}, Etcdutl: etcdutl, Scratch: t.TempDir()}
+	return archive.VerifyOptions{Etcd: []string{etcdtest.Binary(t, etcdtest.V3_6).Path}, Etcdutl: []string{etcdutl}, Scratch: t.TempDir()}
 }
 
 // The runbook's backup: taken, listed unverified, restored into a scratch member whose hash at

@@ -98,13 +98,16 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	if err != nil || rep.Backend == nil {
 		return nil, fmt.Errorf("the snapshot from %s is not a readable db: %v", endpoint, err)
 	}
-	hash, err := one.HashKV(ctx, endpoint, rep.Backend.Revision)
+	// A db with no key yet reads as revision 0; etcd's first revision is 1 (and HashKV at 0
+	// would hash whatever the member holds by then).
+	rev := max(rep.Backend.Revision, 1)
+	hash, err := one.HashKV(ctx, endpoint, rev)
 	if err != nil {
-		return nil, fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rep.Backend.Revision, err)
+		return nil, fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rev, err)
 	}
 	f := &Full{
-		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rep.Backend.Revision),
-		Taken: taken, Revision: rep.Backend.Revision, CompactRevision: rep.Backend.CompactedRevision, HashKV: hash.Hash,
+		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rev),
+		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision, HashKV: hash.Hash,
 		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
 	}
 	in, err := os.Open(snap.Path)

@@ -75,14 +75,12 @@ func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.
 	return nil, fmt.Errorf("no usable full backup at or before the point asked (revision %d, time %s)", toRevision, toTime.Format(time.RFC3339))
 }
 
-// materialize writes into path a snapshot of the point: the full backup, and, when history is
-// replayed, that backup restored into a scratch member (etcd), the history applied one
-// revision per transaction (so every revision keeps its number), and a snapshot taken of it.
-func materialize(ctx context.Context, st *store.Store, p *Point, etcd []string, etcdutl, dir, path string) error {
-	base := filepath.Join(dir, "full.db")
-	if err := Fetch(ctx, st, &p.Full, base); err != nil {
-		return err
-	}
+// materialize writes into path a snapshot of the point: the full backup (base, downloaded
+// already), and, when history is replayed, that backup restored into a scratch member (etcd),
+// the history applied one revision per transaction (so every revision keeps its number), and a
+// snapshot taken of it (whose membership is then the scratch member's).
+func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl []string, base, path string) error {
+	dir := filepath.Dir(path)
 	var events []Event
 	for _, s := range p.Segments {
 		evs, err := readSegment(ctx, st, s)
@@ -98,7 +96,7 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd []string, 
 	}
 	if len(events) == 0 {
 		p.Revision, p.At = p.Full.Revision, p.Full.Taken
-		return os.Rename(base, path)
+		return backup.CopyFile(base, path, 0o600)
 	}
 	if len(etcd) == 0 {
 		return errors.New("replaying the history needs an etcd server (--etcd-command)")
@@ -109,7 +107,7 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd []string, 
 	}
 	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	data := filepath.Join(dir, "replay.etcd")
-	if out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", base, "--data-dir", data, "--name", "replay",
+	if out, err := etcdutlCommand(ctx, etcdutl, "snapshot", "restore", base, "--data-dir", data, "--name", "replay",
 		"--initial-cluster", "replay="+peer, "--initial-advertise-peer-urls", peer).CombinedOutput(); err != nil {
 		return fmt.Errorf("etcdutl snapshot restore: %v: %s", err, lastLine(string(out)))
 	}

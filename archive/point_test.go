@@ -131,7 +131,7 @@ func TestRestoreToAPointInTime(t *testing.T) {
 				t.Fatal(err)
 			}
 			bin := etcdtest.Binary(t, etcdtest.V3_6).Path
-			res, err := archive.Restore(ctx, st, p, []archive.Target{{Name: "r1", DataDir: dataDir, PeerURL: "http://127.0.0.1:1"}}, archive.RestoreOptions{Etcdutl: etcdutl, Etcd: []string{bin}, Scratch: t.TempDir()})
+			res, err := archive.Restore(ctx, st, p, []archive.Target{{Name: "r1", DataDir: dataDir, PeerURL: "http://127.0.0.1:1"}}, archive.RestoreOptions{Etcdutl: []string{etcdutl}, Etcd: []string{bin}, Scratch: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}

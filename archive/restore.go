@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -27,8 +26,8 @@ type Target struct {
 
 // RestoreOptions say how.
 type RestoreOptions struct {
-	// Etcdutl restores (of the version the members will run).
-	Etcdutl string
+	// Etcdutl restores (of the version the members will run): binary and leading args.
+	Etcdutl []string
 	// BumpRevision and MarkCompacted are etcdutl's: for Kubernetes, revisions must never go
 	// back under apiservers and informers (see the README's restore section).
 	BumpRevision  uint64
@@ -78,11 +77,14 @@ func Restore(ctx context.Context, st *store.Store, p *Point, targets []Target, o
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	snap := filepath.Join(dir, "snapshot.db")
-	if err := materialize(ctx, st, p, opts.Etcd, opts.Etcdutl, dir, snap); err != nil {
+	base, snap := filepath.Join(dir, "full.db"), filepath.Join(dir, "snapshot.db")
+	if err := Fetch(ctx, st, &p.Full, base); err != nil {
 		return nil, err
 	}
-	if err := fillPeerURLs(snap, targets); err != nil {
+	if err := fillPeerURLs(base, targets); err != nil { // the cluster's membership, as backed up
+		return nil, err
+	}
+	if err := materialize(ctx, st, p, opts.Etcd, opts.Etcdutl, base, snap); err != nil {
 		return nil, err
 	}
 	var initial []string
@@ -106,7 +108,7 @@ func Restore(ctx context.Context, st *store.Store, p *Point, targets []Target, o
 			args = append(args, "--mark-compacted")
 		}
 		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, opts.Etcdutl, args...)
+		cmd := etcdutlCommand(ctx, opts.Etcdutl, args...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
 			return res, fmt.Errorf("etcdutl %s: %v: %s", strings.Join(args, " "), err, lastLine(out.String()))

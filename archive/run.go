@@ -52,6 +52,9 @@ type RunOptions struct {
 	Metrics *Metrics
 	// Say reports progress, one line each.
 	Say func(format string, a ...any)
+	// OnStored, when set, is told of every segment of history stored, with the capture time of
+	// its newest change.
+	OnStored func(Segment, time.Time)
 }
 
 // Run takes a full backup, then captures the history after it continuously, and takes a new
@@ -135,6 +138,9 @@ func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full) error {
 		if m := o.Metrics; m != nil {
 			m.CapturedRevision.Set(float64(s.To))
 			m.lastCaptured.Store(at.UnixNano())
+		}
+		if o.OnStored != nil {
+			o.OnStored(s, at)
 		}
 	})
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {

@@ -32,8 +32,8 @@ type Verification struct {
 type VerifyOptions struct {
 	// Etcd is the server command the scratch member runs (binary and leading args).
 	Etcd []string
-	// Etcdutl restores the snapshot (of the cluster's version).
-	Etcdutl string
+	// Etcdutl restores the snapshot (of the cluster's version): binary and leading args.
+	Etcdutl []string
 	// Scratch is a folder for the restore (removed after).
 	Scratch string
 }
@@ -86,7 +86,7 @@ func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOp
 	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	data := filepath.Join(dir, "verify.etcd")
 	var out bytes.Buffer
-	restore := exec.CommandContext(ctx, opts.Etcdutl, "snapshot", "restore", snap, "--data-dir", data, "--name", "verify",
+	restore := etcdutlCommand(ctx, opts.Etcdutl, "snapshot", "restore", snap, "--data-dir", data, "--name", "verify",
 		"--initial-cluster", "verify="+peer, "--initial-advertise-peer-urls", peer)
 	restore.Stdout, restore.Stderr = &out, &out
 	if err := restore.Run(); err != nil {
@@ -155,4 +155,12 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// etcdutlCommand runs etcdutl (binary and leading args: `etcdmedic etcdutl` for the linked one).
+func etcdutlCommand(ctx context.Context, etcdutl []string, args ...string) *exec.Cmd {
+	if len(etcdutl) == 0 {
+		etcdutl = []string{"etcdutl"}
+	}
+	return exec.CommandContext(ctx, etcdutl[0], append(append([]string{}, etcdutl[1:]...), args...)...)
 }

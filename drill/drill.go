@@ -56,6 +56,8 @@ type Result struct {
 	Checked *Checked `json:"checked,omitempty"`
 	// PowerCut is set by the power-cut drill.
 	PowerCut *PowerCut `json:"powerCut,omitempty"`
+	// TotalLoss is set by the total-loss drill.
+	TotalLoss *TotalLoss `json:"totalLoss,omitempty"`
 	// Kubernetes is the Kubernetes workload's check (drill --kubernetes).
 	Kubernetes *KubeChecked `json:"kubernetes,omitempty"`
 	// NaiveFailure is how the in-place upgrade failed (the upgrade drill with --naive).
@@ -82,6 +84,7 @@ func All() []Drill {
 		{Name: "quorum-loss", Incident: "2: one member wiped, a second lost: quorum gone on a 3-member cluster", Run: quorumLoss},
 		{Name: "upgrade", Incident: "3: a v3.5.19 cluster grown by promoted learners, its membership drifted, upgraded to v3.6", Run: upgradeDrill},
 		{Name: "power-cut", Incident: "2 after a power cut: the whole cluster's power cut, two members' disks lost, recovery from the third", Run: powerCut},
+		{Name: "total-loss", Incident: "total loss: every member's disk lost under write load, the cluster rebuilt from backup run's object store", Run: totalLoss},
 	}
 }
 

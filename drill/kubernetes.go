@@ -29,6 +29,9 @@ type kube struct {
 	sb    *sandbox.Sandbox
 	w     *kubeworkload.Workload
 	ready *readiness
+	// restoredOlder: the cluster was restored to a point before the end (total loss), so
+	// what was acknowledged after it is not checked; the rest is.
+	restoredOlder bool
 }
 
 // stop stops the workload and the readiness watch (a drill that ends early).
@@ -97,7 +100,7 @@ func (r *recorder) checkKubernetes(ctx context.Context, endpoints []string) erro
 		return err
 	}
 	defer cli.Close()
-	v, err := r.kube.w.Verify(ctx, kubeworkload.VerifyOptions{Etcd: cli})
+	v, err := r.kube.w.Verify(ctx, kubeworkload.VerifyOptions{Etcd: cli, SkipAcknowledged: r.kube.restoredOlder})
 	if err != nil {
 		return fmt.Errorf("check the Kubernetes workload: %w", err)
 	}

@@ -141,7 +141,9 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (*Written, err
 			return nil, err
 		}
 	}
-	zw, err := zstd.NewWriter(sealed)
+	// One block at a time, in this goroutine: the encoder never writes to the blob writer
+	// behind Put's back (with its own goroutines it raced a failed upload's Close).
+	zw, err := zstd.NewWriter(sealed, zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		cancel()
 		bw.Close()
@@ -149,8 +151,10 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (*Written, err
 	}
 	h := sha256.New()
 	n, err := io.Copy(zw, io.TeeReader(r, h))
-	if err == nil {
-		err = zw.Close()
+	// Always closed, also after an error: it waits for the encoder's own goroutines, which
+	// write to the blob writer until then.
+	if cerr := zw.Close(); err == nil {
+		err = cerr
 	}
 	if err == nil {
 		err = sealed.Close()

@@ -155,10 +155,14 @@ func newBackupVerifyCommand(opts *globalOptions) *cobra.Command {
 					return err
 				}
 			}
+			etcdutlLine, err := etcdutlCommandLine(etcdutl)
+			if err != nil {
+				return err
+			}
 			res := backupResult{Store: sf.url}
 			failed := 0
 			for _, e := range todo {
-				v, err := archive.Verify(cmd.Context(), st, &e.Full, archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutl, Scratch: scratchDir()})
+				v, err := archive.Verify(cmd.Context(), st, &e.Full, archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutlLine, Scratch: scratchDir()})
 				if err != nil {
 					return failf("", "verify %s: %v", e.ID, err)
 				}
@@ -179,7 +183,7 @@ func newBackupVerifyCommand(opts *globalOptions) *cobra.Command {
 	}
 	sf.register(cmd)
 	cmd.Flags().StringVar(&etcdCommand, "etcd-command", "", "the etcd server the scratch member runs (default: the etcd linked into etcdmedic)")
-	cmd.Flags().StringVar(&etcdutl, "etcdutl", "etcdutl", "etcdutl of the cluster's version, to restore the snapshot")
+	cmd.Flags().StringVar(&etcdutl, "etcdutl", "", etcdutlUsage)
 	cmd.Flags().BoolVar(&all, "all", false, "verify every backup in the store")
 	return cmd
 }
@@ -278,7 +282,10 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 				}
 				targets = append(targets, archive.Target{Name: name, DataDir: abs, PeerURL: peers[name]})
 			}
-			ro.Etcdutl, ro.Scratch = etcdutl, scratchDir()
+			if ro.Etcdutl, err = etcdutlCommandLine(etcdutl); err != nil {
+				return err
+			}
+			ro.Scratch = scratchDir()
 			res, err := archive.Restore(cmd.Context(), st, point, targets, ro)
 			if err != nil {
 				return failf("", "restore: %v", err)
@@ -293,7 +300,7 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 	cmd.Flags().StringVar(&etcdCommand, "etcd-command", "", "the etcd server that replays the history after the full backup (default: the etcd linked into etcdmedic)")
 	cmd.Flags().StringArrayVar(&dataDirs, "data-dir", nil, "a member's new data dir as NAME=PATH (repeat for every member)")
 	cmd.Flags().StringArrayVar(&peerURLs, "peer-url", nil, "a member's peer URL as NAME=URL (default: the backup's membership)")
-	cmd.Flags().StringVar(&etcdutl, "etcdutl", "etcdutl", "etcdutl of the version the members will run")
+	cmd.Flags().StringVar(&etcdutl, "etcdutl", "", etcdutlUsage)
 	cmd.Flags().Uint64Var(&ro.BumpRevision, "bump-revision", 0, "add this to every revision (Kubernetes: more than the writes since the backup, e.g. 1000000000)")
 	cmd.Flags().BoolVar(&ro.MarkCompacted, "mark-compacted", false, "with --bump-revision: mark the restored revisions compacted, so that watchers and informers relist")
 	cmd.Flags().StringVar(&ro.Token, "initial-cluster-token", "", "the new cluster's token (default: etcdutl's)")
@@ -336,7 +343,11 @@ lag, verifications, store errors.`,
 						return err
 					}
 				}
-				o.Verify = &archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutl, Scratch: o.Scratch}
+				line, err := etcdutlCommandLine(etcdutl)
+				if err != nil {
+					return err
+				}
+				o.Verify = &archive.VerifyOptions{Etcd: etcd, Etcdutl: line, Scratch: o.Scratch}
 			}
 			if metricsAddr != "" {
 				reg := prometheus.NewRegistry()
@@ -363,7 +374,7 @@ lag, verifications, store errors.`,
 	cmd.Flags().DurationVar(&segment, "segment", 5*time.Second, "time between two stores of the changes captured")
 	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics here (e.g. 127.0.0.1:9479)")
 	cmd.Flags().BoolVar(&verify, "verify", false, "verify each full backup by restoring it into a scratch member")
-	cmd.Flags().StringVar(&etcdutl, "etcdutl", "etcdutl", "with --verify: etcdutl of the cluster's version")
+	cmd.Flags().StringVar(&etcdutl, "etcdutl", "", "with --verify: "+etcdutlUsage)
 	cmd.Flags().StringVar(&etcdCommand, "etcd-command", "", "with --verify: the etcd server of the scratch member (default: the etcd linked into etcdmedic)")
 	return cmd
 }

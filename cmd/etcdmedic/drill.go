@@ -54,7 +54,9 @@ upgrade drill runs real etcd v3.5.19, v3.5.24 and v3.6.16, built from the Go mod
 first time (about 75 s each, cached in ~/.cache/etcdmedic/etcd). With --naive, the upgrade
 drill upgrades in place by hand instead, and shows the member failing to start on v3.6 (the
 drill passes when that failure is reproduced and nothing is lost). The power-cut drill needs
-root and /dev/fuse; elsewhere it is skipped.
+root and /dev/fuse; elsewhere it is skipped. The total-loss drill runs backup run into a
+file:// store beside the cluster, wipes every member's disk under write load, restores from
+the store, and reports the recovery point: nothing acknowledged up to it may be lost.
 
 --report FILE.html writes one self-contained page: throughput and latency over time with the
 incident's phases and the write outage marked, then each drill's timeline.

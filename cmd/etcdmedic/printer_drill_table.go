@@ -35,6 +35,9 @@ func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 			}
 			fmt.Fprintf(w, "%s --kubernetes (kube-apiserver %s): %s; apiservers not ready for %.1fs at most\n", d.Drill, k.APIServerVersion, k.Verdict, longest)
 		}
+		if tl := d.TotalLoss; tl != nil {
+			fmt.Fprintf(w, "%s: recovery point %.1fs before the loss (revision %d); %d writes acknowledged after it, gone with the disks; %d lost before it\n", d.Drill, tl.RecoveryPointSec, tl.CapturedRevision, tl.AckedAfterPoint, tl.LostBeforePoint)
+		}
 		if d.NaiveFailure != "" {
 			fmt.Fprintf(w, "%s --naive: the in-place upgrade failed, as in incident 3: %s\n", d.Drill, d.NaiveFailure)
 		}

@@ -78,6 +78,13 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		newRestoreCommand(opts),
 	)
 	root.AddCommand(&cobra.Command{
+		Use:                linkedEtcdutlCommand,
+		Short:              "Run the etcdutl linked into etcdmedic (takes etcdutl's own arguments)",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		Run:                func(cmd *cobra.Command, args []string) { os.Exit(runLinkedEtcdutl(args)) },
+	})
+	root.AddCommand(&cobra.Command{
 		Use:                linkedEtcdCommand,
 		Short:              "Run the etcd server linked into etcdmedic (takes etcd's own flags)",
 		Hidden:             true,

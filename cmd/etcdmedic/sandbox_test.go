@@ -124,7 +124,7 @@ func TestDrillEveryIncident(t *testing.T) {
 	// About 4.5 minutes here (2.5 without --kubernetes).
 	code, out := runBinaryWithin(t, 10*time.Minute, bin, "drill", "--kubernetes", "--report", report)
 	// The power-cut drill needs FUSE: where there is none it says so and is skipped.
-	if code != 0 || strings.Count(out, "PASSED")+strings.Count(out, "SKIPPED: ") != 4 || strings.Contains(out, "FAILED") {
+	if code != 0 || strings.Count(out, "PASSED")+strings.Count(out, "SKIPPED: ") != 5 || strings.Contains(out, "FAILED") {
 		t.Fatalf("drill: exit %d:\n%s", code, out)
 	}
 	for _, line := range strings.Split(out, "\n") {
@@ -144,7 +144,7 @@ func TestDrillEveryIncident(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "stale-volume", "quorum-loss", "upgrade", "power-cut", "write outage"} {
+	for _, want := range []string{"<svg", "stale-volume", "quorum-loss", "upgrade", "power-cut", "total-loss", "write outage"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("the report lacks %q", want)
 		}

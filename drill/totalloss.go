@@ -1,0 +1,154 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/archive"
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/ledger"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/sandbox"
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// TotalLoss is what the total-loss drill measured.
+type TotalLoss struct {
+	// CapturedRevision is the newest revision in the store when the disks were lost, and
+	// RecoveryPointSec how long before the loss its change was captured.
+	CapturedRevision int64   `json:"capturedRevision"`
+	RecoveryPointSec float64 `json:"recoveryPointSeconds"`
+	// AckedAfterPoint are acknowledged writes newer than the captured revision: lost with
+	// the disks, as the recovery point says. LostBeforePoint must be 0.
+	AckedAfterPoint int `json:"ackedAfterPoint"`
+	LostBeforePoint int `json:"lostBeforePoint"`
+}
+
+// totalLoss: every member's disk destroyed under write load; the cluster rebuilt from the
+// object store that etcdmedic backup run fed (a full backup and the history captured after
+// it). Nothing acknowledged before the last captured revision may be lost.
+func totalLoss(ctx context.Context, env Env, r *recorder) error {
+	rt := local.Runtime{Command: env.Command}
+	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 3, Command: env.Command})
+	if sb != nil {
+		defer stopAll(sb, rt)
+	}
+	if err != nil {
+		return err
+	}
+	r.say("3-member cluster up (%s)", sb.Dir)
+	if err := r.startKubernetes(ctx, env, sb); err != nil {
+		return err
+	}
+	cli, err := r.startLoad(ctx, sb)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	storeURL := "file://" + filepath.Join(env.Dir, "store")
+	st, err := store.Open(ctx, storeURL, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	conn := cluster.DefaultConn()
+	conn.Endpoints = sb.Endpoints()
+	var mu sync.Mutex
+	var captured int64
+	var capturedAt time.Time
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	done := make(chan error, 1)
+	go func() {
+		done <- archive.Run(runCtx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Hour, Segment: time.Second, Scratch: filepath.Join(env.Dir, "scratch"),
+			Say: func(format string, a ...any) { r.say("  backup run: "+format, a...) },
+			OnStored: func(s archive.Segment, at time.Time) {
+				mu.Lock()
+				captured, capturedAt = s.To, at
+				mu.Unlock()
+			}})
+	}()
+	r.say("etcdmedic backup run started: full backup, then every change stored each second into %s", storeURL)
+	time.Sleep(6 * time.Second)
+
+	for _, m := range sb.Members {
+		sb.KillMember(m.Name)
+		if err := os.RemoveAll(m.DataDir); err != nil {
+			return err
+		}
+	}
+	lossAt := time.Now()
+	r.say("every member killed and its disk wiped: the whole cluster's data is gone")
+	time.Sleep(time.Second) // the writes go on failing
+	stopRun()
+	<-done
+	r.ledger.Stop()
+	mu.Lock()
+	tl := &TotalLoss{CapturedRevision: captured, RecoveryPointSec: lossAt.Sub(capturedAt).Seconds()}
+	mu.Unlock()
+	r.result.TotalLoss = tl
+	r.say("the store holds the history up to revision %d, captured %.1fs before the loss", tl.CapturedRevision, tl.RecoveryPointSec)
+
+	r.repair = time.Now()
+	point, err := archive.Choose(ctx, st, 0, time.Time{})
+	if err != nil {
+		return err
+	}
+	var targets []archive.Target
+	for _, m := range sb.Members {
+		targets = append(targets, archive.Target{Name: m.Name, DataDir: m.DataDir, PeerURL: m.PeerURL})
+	}
+	etcdutl := append(append([]string{}, env.Command[:len(env.Command)-1]...), "etcdutl")
+	ro := archive.RestoreOptions{Etcdutl: etcdutl, Etcd: env.Command, Scratch: filepath.Join(env.Dir, "scratch")}
+	if r.kube != nil {
+		// Under running apiservers: revisions must never go back (see the README's restore
+		// section). What they acknowledged after the recovery point is gone with the disks.
+		ro.BumpRevision, ro.MarkCompacted, r.kube.restoredOlder = 1_000_000_000, true, true
+	}
+	res, err := archive.Restore(ctx, st, point, targets, ro)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	r.say("etcdmedic restore: backup %s and %d revisions of history replayed, to revision %d, into every member's data dir", res.Backup, res.Replayed, res.Revision)
+	for _, m := range sb.Members {
+		if err := sb.StartMember(m.Name); err != nil {
+			return err
+		}
+	}
+	if err := sb.WaitReady(ctx, time.Minute); err != nil {
+		return err
+	}
+	r.result.Repair = "etcdmedic restore (from backup run's store)"
+	r.result.RepairSec = time.Since(r.repair).Seconds()
+	r.say("3 members started on the restored data dirs: serving")
+	if err := r.checkKubernetes(ctx, sb.Endpoints()); err != nil {
+		return err
+	}
+	return r.countTotalLoss(ctx, sb.Endpoints(), tl)
+}
+
+// countTotalLoss checks every acknowledged write up to the captured revision against the
+// restored cluster (each missing one is lost by the restore), and counts the ones after it.
+func (r *recorder) countTotalLoss(ctx context.Context, endpoints []string, tl *TotalLoss) error {
+	acked := r.ledger.Acked()
+	var before []ledger.Write
+	for _, w := range acked {
+		if w.Revision <= tl.CapturedRevision {
+			before = append(before, w)
+		} else {
+			tl.AckedAfterPoint++
+		}
+	}
+	missing, err := missingAfterRepair(ctx, endpoints, before)
+	if err != nil {
+		return err
+	}
+	tl.LostBeforePoint = len(missing)
+	r.result.Acked, r.result.Failed, r.result.Lost = len(acked), r.ledger.Failed(), len(missing)
+	r.say("%d writes acknowledged: %d up to the recovery point, %d lost by the restore; %d after it (gone with the disks, %.1fs of writes)", len(acked), len(before), len(missing), tl.AckedAfterPoint, tl.RecoveryPointSec)
+	return nil
+}
