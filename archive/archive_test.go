@@ -159,8 +159,12 @@ func TestBackupsInARealS3Server(t *testing.T) {
 		t.Fatal("a backup went through with the store down")
 	}
 	cancelShort()
-	s3.Start()
-	s3.WaitReady()
+	if err := s3.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.WaitReady(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := archive.TakeFull(ctx, conn, st, archive.TakeOptions{Scratch: t.TempDir()}); err != nil {
 		t.Fatalf("once the store is back: %v", err)
 	}

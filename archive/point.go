@@ -118,7 +118,9 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl [
 	defer log.Close()
 	cmd := exec.Command(etcd[0], append(append([]string{}, etcd[1:]...), "--name", "replay", "--data-dir", data,
 		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "replay="+peer)...)
+		"--initial-cluster", "replay="+peer,
+		// A scratch member: its data is snapshotted at the end, never trusted after a crash.
+		"--unsafe-no-fsync")...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

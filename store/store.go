@@ -271,3 +271,22 @@ func (c *counter) Write(p []byte) (int, error) {
 type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
+
+// PutRaw uploads the file at path under key as it is (no compression, no encryption), as
+// aws s3 cp would: for comparisons.
+func (s *Store) PutRaw(ctx context.Context, key, path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	w, err := s.bucket.NewWriter(ctx, key, nil)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(w, f)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}

@@ -16,15 +16,14 @@ import (
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 )
 
-// S3 is a real S3 server for one test: SeaweedFS's weed server (master, volume, filer and S3
-// gateway in one process) on 127.0.0.1 with free ports, anonymous access, and one bucket.
+// S3 is a real S3 server: SeaweedFS's weed server (master, volume, filer and S3 gateway in one
+// process) on 127.0.0.1 with free ports, anonymous access, and one bucket.
 type S3 struct {
 	Endpoint string // http://127.0.0.1:PORT
 	Bucket   string
 	dir, log string
 	args     []string
 	cmd      *exec.Cmd
-	t        testing.TB
 }
 
 // URL is the store URL of prefix in the bucket, as etcdmedic's --store takes it.
@@ -32,50 +31,65 @@ func (s *S3) URL(prefix string) string {
 	return fmt.Sprintf("s3://%s/%s?endpoint=%s&region=us-east-1&use_path_style=true&anonymous=true", s.Bucket, prefix, s.Endpoint)
 }
 
-// StartS3 starts a SeaweedFS S3 server (built and cached like etcd) and creates a bucket; it
-// stops when the test ends.
+// StartS3 starts a SeaweedFS S3 server for one test (built and cached like etcd) with a bucket;
+// it stops when the test ends.
 func StartS3(t testing.TB) *S3 {
 	t.Helper()
+	s, err := NewS3(t.TempDir())
+	if s != nil {
+		t.Cleanup(s.Stop)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// NewS3 starts a SeaweedFS S3 server keeping its data in dir, and creates a bucket; the
+// caller stops it. Benchmarks use it as tests do.
+func NewS3(dir string) (*S3, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
 	defer cancel()
 	bin, err := etcdbin.WeedPath(ctx, etcdbin.SeaweedFSVersion)
 	if err != nil {
-		t.Fatalf("build SeaweedFS: %v", err)
+		return nil, fmt.Errorf("build SeaweedFS: %w", err)
 	}
 	ports, err := freePorts(8)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	dir := t.TempDir()
-	s := &S3{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[6]), Bucket: "etcd-backups", dir: dir, log: filepath.Join(dir, "weed.log"), t: t}
+	s := &S3{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", ports[6]), Bucket: "etcd-backups", dir: dir, log: filepath.Join(dir, "weed.log")}
 	s.args = []string{bin, "server", "-dir=" + dir, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
 		fmt.Sprintf("-master.port=%d", ports[0]), fmt.Sprintf("-master.port.grpc=%d", ports[1]),
 		fmt.Sprintf("-volume.port=%d", ports[2]), fmt.Sprintf("-volume.port.grpc=%d", ports[3]),
 		"-filer", fmt.Sprintf("-filer.port=%d", ports[4]), fmt.Sprintf("-filer.port.grpc=%d", ports[5]),
 		"-s3", fmt.Sprintf("-s3.port=%d", ports[6]), fmt.Sprintf("-s3.port.grpc=%d", ports[7]),
-		"-s3.port.iceberg=0", "-s3.port.lance=0", "-metricsPort=0", "-master.volumeSizeLimitMB=64"}
-	t.Cleanup(s.Stop)
-	s.Start()
-	s.waitBucket()
-	return s
+		"-s3.port.iceberg=0", "-s3.port.lance=0", "-metricsPort=0", "-master.volumeSizeLimitMB=1024"}
+	if err := s.Start(); err != nil {
+		return nil, err
+	}
+	if err := s.WaitReady(); err != nil {
+		return s, err
+	}
+	return s, nil
 }
 
 // Start starts the server (again, after Stop: its data is kept).
-func (s *S3) Start() {
-	s.t.Helper()
+func (s *S3) Start() error {
 	log, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(s.args[0], s.args[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		s.t.Fatalf("start SeaweedFS: %v", err)
+		return fmt.Errorf("start SeaweedFS: %w", err)
 	}
 	go func() { cmd.Wait(); log.Close() }()
 	s.cmd = cmd
+	return nil
 }
 
 // Stop kills the server (the store is down until Start).
@@ -89,12 +103,9 @@ func (s *S3) Stop() {
 	}
 }
 
-// WaitReady waits until the S3 gateway answers for the bucket.
-func (s *S3) WaitReady() { s.t.Helper(); s.waitBucket() }
-
-// waitBucket creates the bucket (PUT /bucket), retrying while the server starts (about 4 s).
-func (s *S3) waitBucket() {
-	s.t.Helper()
+// WaitReady waits until the S3 gateway serves the bucket, creating it (PUT /bucket), while
+// the server starts (about 4 s).
+func (s *S3) WaitReady() error {
 	var last string
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		req, _ := http.NewRequest(http.MethodPut, s.Endpoint+"/"+s.Bucket, nil)
@@ -105,12 +116,12 @@ func (s *S3) waitBucket() {
 		}
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusConflict {
-			return
+			return nil
 		}
 		last = resp.Status
 	}
 	b, _ := os.ReadFile(s.log)
-	s.t.Fatalf("SeaweedFS S3 at %s did not serve bucket %s within 60 s: %s\n%s", s.Endpoint, s.Bucket, last, tailLines(string(b), 20))
+	return fmt.Errorf("SeaweedFS S3 at %s did not serve bucket %s within 60 s: %s\n%s", s.Endpoint, s.Bucket, last, tailLines(string(b), 20))
 }
 
 // StartOn runs etcd of version on an existing data dir (a restored one) as member name, on
