@@ -1,16 +1,18 @@
 // Command backup benchmarks etcdmedic's backups against what an operator would otherwise run,
-// on one member of etcd filled to -size, with a real S3 server (SeaweedFS) as the store:
+// on one member of etcd filled to -size, with a real S3 server (SeaweedFS) as the store.
+// Run from the repository root:
 //
-//		go run ./bench/backup -size 1GiB -etcd v3.6.16 -runs 3
+//	go run ./bench/backup -size 1GiB -etcd v3.6.16 -runs 3
 //
-//	  - full backup: etcdmedic backup now --store s3://... (snapshot, trailer and db checked,
-//	    hashkv asked, zstd, uploaded, manifest) against etcdctl snapshot save to a file followed
-//	    by an upload of the same bytes to the same bucket (what aws s3 cp does), alternating runs;
-//	  - recovery point under load: a writer at 1,000+ acknowledged writes a second while
-//	    etcdmedic's capture stores the history every second; for each write, the time from its
-//	    acknowledgement to the moment its revision was in the store (p50, p99, max);
-//	  - restore: etcdmedic restore (download, check, replay the history after the full backup,
-//	    etcdutl restore) against etcdutl snapshot restore of a local snapshot file.
+// It measures:
+//   - a full backup: etcdmedic backup now --store s3://... (snapshot, trailer and db checked,
+//     hashkv asked, zstd, uploaded, manifest) against etcdctl snapshot save to a file followed
+//     by an upload of the same bytes to the same bucket (what aws s3 cp does), alternating;
+//   - the recovery point under load: writers at 1,000+ acknowledged writes a second while
+//     etcdmedic's capture stores the history every second; for each write, the time from its
+//     acknowledgement to the moment its revision was in the store (p50, p99, max);
+//   - a restore: etcdmedic restore (download, checks, replay of the history after the full
+//     backup, etcdutl) against etcdutl snapshot restore of a local snapshot file.
 //
 // Medians and ratios are printed as markdown, for BENCHMARKS.md.
 package main
