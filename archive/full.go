@@ -91,8 +91,8 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckTrailer(snap.Path); err != nil {
-		return nil, err
+	if !snap.TrailerOK {
+		return nil, fmt.Errorf("the snapshot from %s does not end with a matching sha256 trailer (%d bytes): cut short or damaged in transfer", endpoint, snap.Size)
 	}
 	rep, err := datadir.Inspect(snap.Path, datadir.Options{})
 	if err != nil || rep.Backend == nil {
@@ -101,13 +101,23 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	// A db with no key yet reads as revision 0; etcd's first revision is 1 (and HashKV at 0
 	// would hash whatever the member holds by then).
 	rev := max(rep.Backend.Revision, 1)
-	hash, err := one.HashKV(ctx, endpoint, rev)
-	if err != nil {
-		return nil, fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rev, err)
+	// The member hashes its key space while the snapshot uploads (both take seconds at 1 GiB).
+	type hashed struct {
+		hash uint32
+		err  error
 	}
+	hashDone := make(chan hashed, 1)
+	go func() {
+		resp, err := one.HashKV(ctx, endpoint, rev)
+		if err != nil {
+			hashDone <- hashed{err: fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rev, err)}
+			return
+		}
+		hashDone <- hashed{hash: resp.Hash}
+	}()
 	f := &Full{
 		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rev),
-		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision, HashKV: hash.Hash,
+		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision,
 		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
 	}
 	in, err := os.Open(snap.Path)
@@ -116,43 +126,22 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	}
 	defer in.Close()
 	w, err := st.Put(ctx, f.DataKey(), in)
+	hk := <-hashDone
 	if err != nil {
 		return nil, err
 	}
-	f.Data = *w
+	if hk.err != nil {
+		return nil, hk.err
+	}
+	// What was uploaded was read back from disk: the same bytes as received, or it stops here.
+	if w.SHA256 != snap.SHA256 {
+		return nil, fmt.Errorf("the snapshot read back from %s for upload has sha256 %s, received as %s", snap.Path, w.SHA256, snap.SHA256)
+	}
+	f.Data, f.HashKV = *w, hk.hash
 	if err := st.PutJSON(ctx, manifestKey(f.ID), f); err != nil {
 		return nil, err
 	}
 	return f, nil
-}
-
-// CheckTrailer checks the sha256 etcd appends to every snapshot it streams (etcdutl checks the
-// same before a restore): a snapshot cut short or altered fails it.
-func CheckTrailer(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if st.Size() < sha256.Size+512 {
-		return fmt.Errorf("%s (%d bytes) is too short to be a snapshot", path, st.Size())
-	}
-	h := sha256.New()
-	if _, err := io.CopyN(h, f, st.Size()-sha256.Size); err != nil {
-		return err
-	}
-	want := make([]byte, sha256.Size)
-	if _, err := io.ReadFull(f, want); err != nil {
-		return err
-	}
-	if got := h.Sum(nil); !slices.Equal(got, want) {
-		return fmt.Errorf("%s: its sha256 trailer does not match its contents (%s, trailer %s): cut short or altered", path, hex.EncodeToString(got)[:16], hex.EncodeToString(want)[:16])
-	}
-	return nil
 }
 
 // Entry is a listed backup: its manifest and what verification said.
@@ -242,7 +231,7 @@ func Fetch(ctx context.Context, st *store.Store, f *Full, path string) error {
 		os.Remove(path + ".partial")
 		return fmt.Errorf("backup %s is damaged: %d bytes with sha256 %s, its manifest says %d bytes, %s", f.ID, n, sum, f.Data.Bytes, f.Data.SHA256)
 	}
-	if err := CheckTrailer(path + ".partial"); err != nil {
+	if err := backup.VerifySnapshot(path+".partial", ""); err != nil {
 		os.Remove(path + ".partial")
 		return err
 	}

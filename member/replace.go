@@ -1,10 +1,7 @@
 package member
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -200,7 +197,7 @@ func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir s
 	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	if err := verifySnapshotFile(path, sum); err != nil {
+	if err := backup.VerifySnapshot(path, sum); err != nil {
 		return nil, err
 	}
 	rep, err := datadir.Inspect(path, datadir.Options{})
@@ -291,43 +288,6 @@ func memberNames(v *cluster.View) string {
 // GuardDataDir quarantines whatever a new member's data dir holds (exported for member add).
 func (r *Replacer) GuardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quarantined, error) {
 	return r.guardDataDir(ctx, spec)
-}
-
-// verifySnapshotFile reads a saved snapshot back: its sha256 must be the one computed while
-// writing, and the sha256 etcd appends to the stream (the last 32 bytes, when the size is a
-// multiple of 512 plus 32, as etcdutl snapshot restore checks) must match the db before it.
-func verifySnapshotFile(path, want string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	whole, body := sha256.New(), sha256.New()
-	size := st.Size()
-	hasTrailer := size%512 == sha256.Size
-	bodyLen := size
-	if hasTrailer {
-		bodyLen = size - sha256.Size
-	}
-	if _, err := io.CopyN(io.MultiWriter(whole, body), f, bodyLen); err != nil {
-		return fmt.Errorf("read back %s: %w", path, err)
-	}
-	trailer := make([]byte, size-bodyLen)
-	if _, err := io.ReadFull(f, trailer); err != nil {
-		return fmt.Errorf("read back %s: %w", path, err)
-	}
-	whole.Write(trailer)
-	if got := hex.EncodeToString(whole.Sum(nil)); got != want {
-		return fmt.Errorf("snapshot %s reads back with sha256 %s, written as %s", path, got, want)
-	}
-	if hasTrailer && !bytes.Equal(body.Sum(nil), trailer) {
-		return fmt.Errorf("snapshot %s: the db does not match the sha256 etcd appended to it (damaged in transfer)", path)
-	}
-	return nil
 }
 
 func emptyOrMissing(dir string) bool {

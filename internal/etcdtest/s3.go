@@ -48,6 +48,9 @@ func StartS3(t testing.TB) *S3 {
 // NewS3 starts a SeaweedFS S3 server keeping its data in dir, and creates a bucket; the
 // caller stops it. Benchmarks use it as tests do.
 func NewS3(dir string) (*S3, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), binaryBuildTimeout)
 	defer cancel()
 	bin, err := etcdbin.WeedPath(ctx, etcdbin.SeaweedFSVersion)

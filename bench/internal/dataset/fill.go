@@ -25,6 +25,16 @@ type Filled struct {
 // until the db file at dbPath is at least size bytes. It writes at most 4x size, in case the
 // db does not grow as expected. progress, if set, logs every 10 s.
 func Fill(ctx context.Context, cli *clientv3.Client, dbPath string, size, valueBytes int64, progress func(format string, args ...any)) (Filled, error) {
+	return fill(ctx, cli, dbPath, size, valueBytes, false, progress)
+}
+
+// FillDistinct is Fill with a value of its own, random, for every key: a db that does not
+// compress (one value repeated compresses to almost nothing, which no real key space does).
+func FillDistinct(ctx context.Context, cli *clientv3.Client, dbPath string, size, valueBytes int64, progress func(format string, args ...any)) (Filled, error) {
+	return fill(ctx, cli, dbPath, size, valueBytes, true, progress)
+}
+
+func fill(ctx context.Context, cli *clientv3.Client, dbPath string, size, valueBytes int64, distinct bool, progress func(format string, args ...any)) (Filled, error) {
 	value := make([]byte, valueBytes)
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := range value {
@@ -36,17 +46,25 @@ func Fill(ctx context.Context, cli *clientv3.Client, dbPath string, size, valueB
 	var next, written atomic.Int64
 	errs := make(chan error, writers)
 	var wg sync.WaitGroup
-	for range writers {
+	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			own := value
+			rng := rand.NewChaCha8([32]byte{byte(w)})
+			if distinct {
+				own = make([]byte, valueBytes)
+			}
 			for {
 				n := next.Add(1)
 				if n > limit || ctx.Err() != nil {
 					return
 				}
+				if distinct {
+					rng.Read(own)
+				}
 				pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
-				_, err := cli.Put(pctx, fmt.Sprintf("/bench/%09d", n), string(value))
+				_, err := cli.Put(pctx, fmt.Sprintf("/bench/%09d", n), string(own))
 				pcancel()
 				if err != nil {
 					if ctx.Err() == nil {
