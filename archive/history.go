@@ -188,3 +188,39 @@ func readSegment(ctx context.Context, st *store.Store, s Segment) ([]Event, erro
 	}
 	return out, nil
 }
+
+// Reach is how far the store's history goes: the newest point a restore reaches now.
+type Reach struct {
+	Backup   string    `json:"backup"`   // the full backup it starts from
+	Revision int64     `json:"revision"` // the newest revision a restore reaches
+	At       time.Time `json:"at"`       // when that revision's change was captured
+	Segments int       `json:"segments"` // segments of history after the backup
+}
+
+// ReachOf says how far a restore from the store reaches now, from the newest full backup that
+// did not fail verification; nil when there is none.
+func ReachOf(ctx context.Context, st *store.Store, entries []Entry) (*Reach, error) {
+	segs, err := Segments(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e.State() == "failed" {
+			continue
+		}
+		chained, to := chain(segs, e.Revision, 1<<62)
+		r := &Reach{Backup: e.ID, Revision: to, At: e.Taken, Segments: len(chained)}
+		if len(chained) > 0 {
+			evs, err := readSegment(ctx, st, chained[len(chained)-1])
+			if err != nil {
+				return nil, err
+			}
+			if len(evs) > 0 {
+				r.At = evs[len(evs)-1].At
+			}
+		}
+		return r, nil
+	}
+	return nil, nil
+}

@@ -63,6 +63,7 @@ func TestRestoreToAPointInTime(t *testing.T) {
 		done <- err
 	}()
 	var mid, last int64
+	var midAt time.Time
 	for i := 0; i < 300; i++ {
 		var rev int64
 		switch i % 3 {
@@ -89,7 +90,7 @@ func TestRestoreToAPointInTime(t *testing.T) {
 		acked[rev] = time.Now()
 		mu.Unlock()
 		if i == 150 {
-			mid = rev
+			mid, midAt = rev, time.Now()
 		}
 		last = rev
 	}
@@ -115,14 +116,15 @@ func TestRestoreToAPointInTime(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		to   int64
-		want int64
-	}{{"to a revision in the middle", mid, mid}, {"to the latest point", 0, last}} {
+		at   time.Time
+		want int64 // 0: whatever revision the time leads to, at most mid
+	}{{"to a revision in the middle", mid, time.Time{}, mid}, {"to the latest point", 0, time.Time{}, last}, {"to a time: the last change captured by then", 0, midAt, 0}} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := archive.Choose(ctx, st, tc.to, time.Time{})
+			p, err := archive.Choose(ctx, st, tc.to, tc.at)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Revision < tc.want {
+			if tc.want > 0 && p.Revision < tc.want {
 				t.Fatalf("chose %d, want %d", p.Revision, tc.want)
 			}
 			dataDir := filepath.Join(t.TempDir(), "r1.etcd")
@@ -134,6 +136,12 @@ func TestRestoreToAPointInTime(t *testing.T) {
 			res, err := archive.Restore(ctx, st, p, []archive.Target{{Name: "r1", DataDir: dataDir, PeerURL: "http://127.0.0.1:1"}}, archive.RestoreOptions{Etcdutl: []string{etcdutl}, Etcd: []string{bin}, Scratch: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.want == 0 { // by time: captured by then, so not after the write acknowledged then
+				if res.Revision > mid || res.Revision <= full.Revision {
+					t.Fatalf("restored to revision %d for the time of revision %d", res.Revision, mid)
+				}
+				tc.want = res.Revision
 			}
 			if res.Revision != tc.want {
 				t.Fatalf("restored to revision %d, want %d", res.Revision, tc.want)

@@ -28,6 +28,9 @@ type backupResult struct {
 	Backups []archive.Entry `json:"backups,omitempty"`
 	// Verified are the verifications this run made.
 	Verified []archive.Verification `json:"verified,omitempty"`
+	// History is how far a restore reaches now (backup ls): the newest full backup and the
+	// history captured after it.
+	History *archive.Reach `json:"history,omitempty"`
 	// Prune is prune's plan, and Pruned whether it was carried out.
 	Prune  *archive.PrunePlan `json:"prune,omitempty"`
 	Pruned bool               `json:"pruned,omitempty"`
@@ -111,8 +114,12 @@ func newBackupLsCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return failf("", "backup ls: %v", err)
 			}
+			reach, err := archive.ReachOf(cmd.Context(), st, entries)
+			if err != nil {
+				return failf("", "backup ls: %v", err)
+			}
 			p, _ := printerFor(opts.writeOut)
-			return p.Backup(cmd.OutOrStdout(), backupResult{Store: sf.url, Backups: entries})
+			return p.Backup(cmd.OutOrStdout(), backupResult{Store: sf.url, Backups: entries, History: reach})
 		},
 	}
 	sf.register(cmd)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -60,6 +61,11 @@ func TestBackupRunThenRestoreEverything(t *testing.T) {
 	t.Logf("recovery-point lag %.1fs, verifications %v", m["etcdmedic_backup_recovery_point_lag_seconds"], m[`etcdmedic_backup_verifications_total{result="verified"}`])
 	run.Process.Signal(syscall.SIGTERM)
 	run.Wait()
+	code, out, errOut := runCLI(t, "backup", "ls", "--store", storeURL, "-w", "json")
+	var listed backupResult
+	if code != exitOK || json.Unmarshal([]byte(out), &listed) != nil || listed.History == nil || listed.History.Revision < last {
+		t.Fatalf("backup ls after backup run: exit %d, history %+v (the last acknowledged write is at %d)\n%s\n%s", code, listed.History, last, out, errOut)
+	}
 
 	for _, mem := range c.Members() {
 		mem.Kill()
@@ -69,7 +75,7 @@ func TestBackupRunThenRestoreEverything(t *testing.T) {
 	for _, mem := range c.Members() {
 		args = append(args, "--data-dir", mem.Name+"="+mem.DataDir)
 	}
-	code, out, errOut := runCLI(t, args...)
+	code, out, errOut = runCLI(t, args...)
 	if code != exitOK {
 		t.Fatalf("restore: exit %d\n%s\n%s", code, out, errOut)
 	}

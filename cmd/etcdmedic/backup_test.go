@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,4 +144,62 @@ func TestRecoverFromBackup(t *testing.T) {
 	if err != nil || len(got.Kvs) != 1 || got.Header.Revision < 1000000 {
 		t.Fatalf("after recover --from-backup: %v %v", got, err)
 	}
+}
+
+// backup now killed (SIGKILL) while its snapshot is on its way into the store leaves no listed
+// backup; the next one is listed whole.
+func TestBackupKilledMidUploadIsNotListed(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	cli := c.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	value := strings.Repeat("x", 100<<10)
+	for i := 0; i < 400; i++ { // a db of about 40 MB: its upload takes a moment
+		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/secrets/s%04d", i), value+fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	storeURL := "file://" + dir
+	run := exec.Command(etcdtest.EtcdmedicBinary(t), "backup", "now", "--store", storeURL, "--endpoints", c.Members()[0].ClientURL)
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	for i := 0; i < 20000 && !killed; i++ {
+		ents, _ := os.ReadDir(filepath.Join(dir, "full"))
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".json") {
+				run.Process.Kill()
+				killed = true
+				break
+			}
+		}
+		if !killed {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	run.Wait()
+	if !killed {
+		t.Fatal("backup now never started writing into the store")
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, "full"))
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	code, out, errOut := runCLI(t, "backup", "ls", "--store", storeURL, "-w", "json")
+	var listed backupResult
+	if code != exitOK || json.Unmarshal([]byte(out), &listed) != nil || len(listed.Backups) != 0 {
+		t.Fatalf("after a kill mid-upload (the store holds %v): exit %d, listed %+v\n%s", names, code, listed.Backups, errOut)
+	}
+	if code, out, errOut := runCLI(t, "backup", "now", "--store", storeURL, "--endpoints", c.Members()[0].ClientURL); code != exitOK {
+		t.Fatalf("backup now after the kill: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "backup", "ls", "--store", storeURL, "-w", "json")
+	if code != exitOK || json.Unmarshal([]byte(out), &listed) != nil || len(listed.Backups) != 1 {
+		t.Fatalf("the next backup: exit %d\n%s", code, out)
+	}
+	t.Logf("killed with %v in the store: nothing listed", names)
 }

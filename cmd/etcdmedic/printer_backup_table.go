@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/dustin/go-humanize"
 )
@@ -49,7 +50,15 @@ func (tablePrinter) Backup(w io.Writer, r backupResult) error {
 	if len(r.Backups) == 0 {
 		fmt.Fprintf(tw, "(no backup in %s)\n", r.Store)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if h := r.History; h != nil {
+		_, err := fmt.Fprintf(w, "\nA restore now reaches revision %d: backup %s and %d segments of history after it, the last change captured %s (%s ago)\n",
+			h.Revision, h.Backup, h.Segments, h.At.Format("2006-01-02 15:04:05Z"), time.Since(h.At).Round(time.Second))
+		return err
+	}
+	return nil
 }
 
 func encryptedNote(encrypted bool) string {
