@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -93,26 +92,4 @@ func kubeClient(t *testing.T, kubeconfig, context string) *kubernetes.Clientset 
 		t.Fatal(err)
 	}
 	return cs
-}
-
-// drillJSON runs etcdmedic drill with args and -w json, and decodes its result.
-func drillJSON(t *testing.T, bin string, args ...string) (int, drillResult, string) {
-	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"drill"}, args...), "-w", "json")...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	code := 0
-	if err != nil {
-		var exit *exec.ExitError
-		if !errorAs(err, &exit) {
-			t.Fatalf("drill %v: %v", args, err)
-		}
-		code = exit.ExitCode()
-	}
-	var res drillResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("drill %v printed no result (exit %d): %v\n%s\n%s", args, code, err, out, stderr.String())
-	}
-	return code, res, stderr.String()
 }
