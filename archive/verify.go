@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdmedic/etcdmedic/internal/freeport"
 	"github.com/etcdmedic/etcdmedic/store"
 )
 
@@ -138,24 +138,7 @@ func lastLine(s string) string {
 	return s
 }
 
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+func freePorts(n int) ([]int, error) { return freeport.Ports(n) }
 
 // etcdutlCommand runs etcdutl (binary and leading args: `etcdmedic etcdutl` for the linked one).
 func etcdutlCommand(ctx context.Context, etcdutl []string, args ...string) *exec.Cmd {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdmedic/etcdmedic/internal/freeport"
 	etcdruntime "github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
@@ -482,22 +482,6 @@ func (sb *Sandbox) Env() string {
 	return "export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=" + strings.Join(sb.Endpoints(), ",")
 }
 
-// freePorts asks the kernel for n distinct free ports on 127.0.0.1.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// freePorts chooses n distinct free ports on 127.0.0.1, outside the kernel's ephemeral range
+// (see package freeport).
+func freePorts(n int) ([]int, error) { return freeport.Ports(n) }

@@ -156,13 +156,7 @@ func newBackupVerifyCommand(opts *globalOptions) *cobra.Command {
 				}
 				todo = []archive.Entry{e}
 			}
-			etcd := strings.Fields(etcdCommand)
-			if len(etcd) == 0 {
-				if etcd, err = linkedEtcdCommandLine(); err != nil {
-					return err
-				}
-			}
-			etcdutlLine, err := etcdutlCommandLine(etcdutl)
+			etcd, etcdutlLine, err := restoreTools(etcdCommand, etcdutl)
 			if err != nil {
 				return err
 			}
@@ -276,10 +270,8 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 			if err != nil {
 				return failf("etcdmedic backup ls --store "+sf.url, "restore: %v", err)
 			}
-			if ro.Etcd = strings.Fields(etcdCommand); len(ro.Etcd) == 0 {
-				if ro.Etcd, err = linkedEtcdCommandLine(); err != nil {
-					return err
-				}
+			if ro.Etcd, ro.Etcdutl, err = restoreTools(etcdCommand, etcdutl); err != nil {
+				return err
 			}
 			var targets []archive.Target
 			for _, name := range slices.Sorted(maps.Keys(dirs)) {
@@ -288,9 +280,6 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 					return err
 				}
 				targets = append(targets, archive.Target{Name: name, DataDir: abs, PeerURL: peers[name]})
-			}
-			if ro.Etcdutl, err = etcdutlCommandLine(etcdutl); err != nil {
-				return err
 			}
 			ro.Scratch = scratchDir()
 			res, err := archive.Restore(cmd.Context(), st, point, targets, ro)
@@ -344,13 +333,7 @@ lag, verifications, store errors.`,
 			o := archive.RunOptions{Conn: conn.conn, Store: st, FullEvery: fullEvery, Segment: segment, Scratch: scratchDir(),
 				Say: func(format string, a ...any) { fmt.Fprintf(progress, format+"\n", a...) }}
 			if verify {
-				etcd := strings.Fields(etcdCommand)
-				if len(etcd) == 0 {
-					if etcd, err = linkedEtcdCommandLine(); err != nil {
-						return err
-					}
-				}
-				line, err := etcdutlCommandLine(etcdutl)
+				etcd, line, err := restoreTools(etcdCommand, etcdutl)
 				if err != nil {
 					return err
 				}
@@ -430,4 +413,16 @@ backup needs. Without --yes it only shows the plan.`,
 	cmd.Flags().IntVar(&r.Weekly, "keep-weekly", 0, "keep the newest backup of each of the last N weeks")
 	cmd.Flags().BoolVar(&yes, "yes", false, "remove what the plan says (without it, only the plan is shown)")
 	return cmd
+}
+
+// restoreTools are the etcd a scratch member runs and the etcdutl that restores, from
+// --etcd-command and --etcdutl: the ones linked into etcdmedic when not given.
+func restoreTools(etcdCommand, etcdutl string) (etcd, etcdutlLine []string, err error) {
+	if etcd = strings.Fields(etcdCommand); len(etcd) == 0 {
+		if etcd, err = linkedEtcdCommandLine(); err != nil {
+			return nil, nil, err
+		}
+	}
+	etcdutlLine, err = etcdutlCommandLine(etcdutl)
+	return etcd, etcdutlLine, err
 }
