@@ -50,7 +50,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	}
 	defer cli.Close()
 	storeURL := "file://" + filepath.Join(env.Dir, "store")
-	st, err := store.Open(ctx, storeURL, store.Options{})
+	st, err := store.Open(ctx, storeURL, store.Options{Create: true})
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	Recipients []string
 	// IdentityFile holds the age identities (AGE-SECRET-KEY-1...) that open encrypted objects.
 	IdentityFile string
+	// Create makes a file:// store's folder when it is missing (the commands that write
+	// backups); without it a missing folder is an error, so that reading never writes.
+	Create bool
 }
 
 // Store is an opened object store.
@@ -63,6 +66,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	case "file":
 		if u.Path == "" {
 			return nil, fmt.Errorf("--store %q: a file:// store needs an absolute folder (file:///var/backups/etcd)", rawURL)
+		}
+		if st, err := os.Stat(u.Path); err == nil && !st.IsDir() {
+			return nil, fmt.Errorf("--store %q: %s is not a folder", rawURL, u.Path)
+		} else if err != nil && !opts.Create {
+			return nil, fmt.Errorf("--store %q: no store there (%v): backup now or backup run makes one", rawURL, err)
 		}
 		if err := os.MkdirAll(u.Path, 0o700); err != nil {
 			return nil, fmt.Errorf("--store %q: %w", rawURL, err)

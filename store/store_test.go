@@ -119,6 +119,13 @@ func TestStoreURLsRefused(t *testing.T) {
 			t.Errorf("Open(%q) succeeded", u)
 		}
 	}
+	missing := filepath.Join(t.TempDir(), "none")
+	if _, err := store.Open(context.Background(), "file://"+missing, store.Options{}); err == nil {
+		t.Error("a missing file:// store was opened to read")
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Error("opening a missing store to read created its folder")
+	}
 	if _, err := store.Open(context.Background(), "file://"+t.TempDir(), store.Options{Recipients: []string{"age1notakey"}}); err == nil {
 		t.Error("a bad age recipient was taken")
 	}

@@ -41,6 +41,7 @@ type storeFlags struct {
 	url          string
 	recipients   []string
 	identityFile string
+	create       bool // the command writes backups: a missing file:// folder is made
 }
 
 func (s *storeFlags) register(cmd *cobra.Command) {
@@ -53,7 +54,7 @@ func (s *storeFlags) open(cmd *cobra.Command) (*store.Store, error) {
 	if s.url == "" {
 		return nil, failf("give --store file:///var/backups/etcd (or s3://...)", "no --store")
 	}
-	st, err := store.Open(cmd.Context(), s.url, store.Options{Recipients: s.recipients, IdentityFile: s.identityFile})
+	st, err := store.Open(cmd.Context(), s.url, store.Options{Recipients: s.recipients, IdentityFile: s.identityFile, Create: s.create})
 	if err != nil {
 		return nil, failf("", "%v", err)
 	}
@@ -71,7 +72,7 @@ func newBackupCommand(opts *globalOptions) *cobra.Command {
 
 func newBackupNowCommand(opts *globalOptions) *cobra.Command {
 	var conn connFlags
-	var sf storeFlags
+	sf := storeFlags{create: true}
 	cmd := &cobra.Command{
 		Use:   "now",
 		Short: "Take a full backup now: a snapshot from the first endpoint, checked, stored with its manifest",
@@ -305,7 +306,7 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 
 func newBackupRunCommand(opts *globalOptions) *cobra.Command {
 	var conn connFlags
-	var sf storeFlags
+	sf := storeFlags{create: true}
 	var fullEvery, segment time.Duration
 	var metricsAddr, etcdutl, etcdCommand string
 	var verify bool
