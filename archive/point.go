@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/store"
@@ -101,40 +97,13 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl [
 	if len(etcd) == 0 {
 		return errors.New("replaying the history needs an etcd server (--etcd-command)")
 	}
-	ports, err := freePorts(2)
+	// A scratch member: its data is snapshotted at the end, never trusted after a crash.
+	sm, err := startScratch(ctx, base, dir, "replay", etcd, etcdutl, "--unsafe-no-fsync")
 	if err != nil {
 		return err
 	}
-	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	data := filepath.Join(dir, "replay.etcd")
-	if out, err := etcdutlCommand(ctx, etcdutl, "snapshot", "restore", base, "--data-dir", data, "--name", "replay",
-		"--initial-cluster", "replay="+peer, "--initial-advertise-peer-urls", peer).CombinedOutput(); err != nil {
-		return fmt.Errorf("etcdutl snapshot restore: %v: %s", err, lastLine(string(out)))
-	}
-	log, err := os.Create(filepath.Join(dir, "replay.log"))
-	if err != nil {
-		return err
-	}
-	defer log.Close()
-	cmd := exec.Command(etcd[0], append(append([]string{}, etcd[1:]...), "--name", "replay", "--data-dir", data,
-		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "replay="+peer,
-		// A scratch member: its data is snapshotted at the end, never trusted after a crash.
-		"--unsafe-no-fsync")...)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	}()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
+	defer sm.stop()
+	cli := sm.cli
 	if err := waitServing(ctx, cli); err != nil {
 		return err
 	}

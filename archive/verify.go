@@ -3,15 +3,12 @@ package archive
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/etcdmedic/etcdmedic/internal/freeport"
 	"github.com/etcdmedic/etcdmedic/store"
@@ -79,52 +76,25 @@ func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOp
 	if err := Fetch(ctx, st, f, snap); err != nil {
 		return 0, err.Error(), nil
 	}
-	ports, err := freePorts(2)
+	sm, err := startScratch(ctx, snap, dir, "verify", opts.Etcd, opts.Etcdutl)
+	var refused restoreFailed
+	if errors.As(err, &refused) {
+		return 0, refused.msg, nil
+	}
 	if err != nil {
 		return 0, "", err
 	}
-	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	data := filepath.Join(dir, "verify.etcd")
-	var out bytes.Buffer
-	restore := etcdutlCommand(ctx, opts.Etcdutl, "snapshot", "restore", snap, "--data-dir", data, "--name", "verify",
-		"--initial-cluster", "verify="+peer, "--initial-advertise-peer-urls", peer)
-	restore.Stdout, restore.Stderr = &out, &out
-	if err := restore.Run(); err != nil {
-		return 0, fmt.Sprintf("etcdutl snapshot restore: %v: %s", err, lastLine(out.String())), nil
-	}
-	log, err := os.Create(filepath.Join(dir, "verify.log"))
-	if err != nil {
-		return 0, "", err
-	}
-	defer log.Close()
-	etcd := exec.Command(opts.Etcd[0], append(append([]string{}, opts.Etcd[1:]...), "--name", "verify", "--data-dir", data,
-		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "verify="+peer)...)
-	etcd.Stdout, etcd.Stderr = log, log
-	etcd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := etcd.Start(); err != nil {
-		return 0, "", fmt.Errorf("start the scratch member: %w", err)
-	}
-	defer func() {
-		syscall.Kill(-etcd.Process.Pid, syscall.SIGKILL)
-		etcd.Wait()
-	}()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return 0, "", err
-	}
-	defer cli.Close()
+	defer sm.stop()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := cli.HashKV(hctx, client, f.Revision)
+		resp, err := sm.cli.HashKV(hctx, sm.endpoint, f.Revision)
 		cancel()
 		if err == nil {
 			return resp.Hash, "", nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			b, _ := os.ReadFile(log.Name())
-			return 0, fmt.Sprintf("the restored member did not answer hashkv at revision %d within 30 s: %v (%s)", f.Revision, err, lastLine(string(b))), nil
+			return 0, fmt.Sprintf("the restored member did not answer hashkv at revision %d within 30 s: %v (%s)", f.Revision, err, sm.lastLog()), nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -1,0 +1,80 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// scratch is a one-member etcd restored from a snapshot, on 127.0.0.1, for as long as a
+// verification or a replay needs it: never a member of anything, removed with its folder.
+type scratch struct {
+	cli      *clientv3.Client
+	endpoint string
+	log      string
+	cmd      *exec.Cmd
+}
+
+// restoreFailed is etcdutl refusing the snapshot: the backup's fault, not the machine's.
+type restoreFailed struct{ msg string }
+
+func (r restoreFailed) Error() string { return r.msg }
+
+// startScratch restores snap with etcdutl into dir/<name>.etcd and starts etcd on it (with
+// extra flags); the caller stops it.
+func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []string, extra ...string) (*scratch, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	data := filepath.Join(dir, name+".etcd")
+	var out bytes.Buffer
+	restore := etcdutlCommand(ctx, etcdutl, "snapshot", "restore", snap, "--data-dir", data, "--name", name,
+		"--initial-cluster", name+"="+peer, "--initial-advertise-peer-urls", peer)
+	restore.Stdout, restore.Stderr = &out, &out
+	if err := restore.Run(); err != nil {
+		return nil, restoreFailed{fmt.Sprintf("etcdutl snapshot restore: %v: %s", err, lastLine(out.String()))}
+	}
+	s := &scratch{endpoint: client, log: filepath.Join(dir, name+".log")}
+	log, err := os.Create(s.log)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	s.cmd = exec.Command(etcd[0], append(append(append([]string{}, etcd[1:]...), "--name", name, "--data-dir", data,
+		"--listen-client-urls", client, "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", name+"="+peer), extra...)...)
+	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the scratch member: %w", err)
+	}
+	if s.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// lastLog is the last line of its log, for an error.
+func (s *scratch) lastLog() string {
+	b, _ := os.ReadFile(s.log)
+	return lastLine(string(b))
+}
+
+func (s *scratch) stop() {
+	if s.cli != nil {
+		s.cli.Close()
+	}
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	s.cmd.Wait()
+}
