@@ -5,6 +5,7 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -68,13 +69,21 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 		return nil, fmt.Errorf("no endpoint to take a backup from")
 	}
 	endpoint := conn.Endpoints[0]
-	conn.Endpoints = []string{endpoint} // the snapshot and the hash from the same member
-	one, err := conn.Client()
+	if err := conn.Reach(ctx, endpoint); err != nil {
+		return nil, err
+	}
+	// The snapshot and the hash from the same member.
+	one, err := conn.ClientFor(endpoint)
 	if err != nil {
 		return nil, err
 	}
 	defer one.Close()
-	status, err := one.Status(ctx, endpoint)
+	// Status first, within the command timeout: an endpoint that cannot be reached (down, a
+	// wrong CA or certificate) fails here with gRPC's reason, rather than a snapshot that waits
+	// for a connection forever.
+	sctx, cancel := context.WithTimeout(ctx, cmp.Or(conn.CommandTimeout, 5*time.Second))
+	status, err := one.Status(sctx, endpoint)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", endpoint, err)
 	}
@@ -203,8 +212,13 @@ func Find(entries []Entry, id string) (Entry, error) {
 	return Entry{}, fmt.Errorf("no backup %q in the store (etcdmedic backup ls lists them)", id)
 }
 
+// ErrDamaged is a backup whose own bytes are wrong (they do not decompress, or differ from its
+// manifest, or do not read as a snapshot): a failed verification, unlike a store that does not
+// answer or a local disk that is full.
+var ErrDamaged = errors.New("damaged")
+
 // Fetch downloads a backup's snapshot into path and checks it against its manifest (sha256,
-// size) and etcd's trailer.
+// size) and etcd's trailer. A damaged backup's error is ErrDamaged.
 func Fetch(ctx context.Context, st *store.Store, f *Full, path string) error {
 	r, err := st.Get(ctx, f.DataKey())
 	if err != nil {
@@ -223,17 +237,21 @@ func Fetch(ctx context.Context, st *store.Store, f *Full, path string) error {
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
+	if errors.Is(err, store.ErrCorrupt) {
+		os.Remove(path + ".partial")
+		return fmt.Errorf("backup %s is %w: %v", f.ID, ErrDamaged, err)
+	}
 	if err != nil {
 		os.Remove(path + ".partial")
 		return fmt.Errorf("download %s: %w", f.DataKey(), err)
 	}
 	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.Data.SHA256 || n != f.Data.Bytes {
 		os.Remove(path + ".partial")
-		return fmt.Errorf("backup %s is damaged: %d bytes with sha256 %s, its manifest says %d bytes, %s", f.ID, n, sum, f.Data.Bytes, f.Data.SHA256)
+		return fmt.Errorf("backup %s is %w: %d bytes with sha256 %s, its manifest says %d bytes, %s", f.ID, ErrDamaged, n, sum, f.Data.Bytes, f.Data.SHA256)
 	}
 	if err := backup.VerifySnapshot(path+".partial", ""); err != nil {
 		os.Remove(path + ".partial")
-		return err
+		return fmt.Errorf("backup %s is %w: %v", f.ID, ErrDamaged, err)
 	}
 	return os.Rename(path+".partial", path)
 }

@@ -23,10 +23,14 @@ const historyPrefix = "history/"
 // Event is one change of the key space as the cluster's watch reported it, with when the
 // capture received it.
 type Event struct {
-	Revision int64     `json:"rev"`
-	Delete   bool      `json:"delete,omitempty"`
-	Key      []byte    `json:"key"`
-	Value    []byte    `json:"value,omitempty"`
+	Revision int64  `json:"rev"`
+	Delete   bool   `json:"delete,omitempty"`
+	Key      []byte `json:"key"`
+	Value    []byte `json:"value,omitempty"`
+	// Lease is the lease the key is attached to (0: none), LeaseTTL the TTL it was granted with
+	// (0: unknown, the lease gone before the capture could ask).
+	Lease    int64     `json:"lease,omitempty"`
+	LeaseTTL int64     `json:"leaseTTL,omitempty"`
 	At       time.Time `json:"at"`
 }
 
@@ -66,6 +70,7 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var pending []Event
+	ttls := leaseTTLs{cli: cli}
 	stored, seen := from, from
 	backoff, nextTry := time.Duration(0), time.Time{}
 	flush := func() {
@@ -113,7 +118,11 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 			}
 			now := time.Now().UTC()
 			for _, ev := range resp.Events {
-				pending = append(pending, Event{Revision: ev.Kv.ModRevision, Delete: ev.Type == mvccpb.DELETE, Key: ev.Kv.Key, Value: ev.Kv.Value, At: now})
+				e := Event{Revision: ev.Kv.ModRevision, Delete: ev.Type == mvccpb.DELETE, Key: ev.Kv.Key, Value: ev.Kv.Value, Lease: ev.Kv.Lease, At: now}
+				if e.Lease != 0 {
+					e.LeaseTTL = ttls.of(ctx, e.Lease)
+				}
+				pending = append(pending, e)
 				seen = max(seen, ev.Kv.ModRevision)
 			}
 			if resp.IsProgressNotify() && resp.Header.Revision > seen {
@@ -146,22 +155,24 @@ func Segments(ctx context.Context, st *store.Store) ([]Segment, error) {
 }
 
 // chain returns the segments that carry history from revision from up to at least to, in order,
-// or the revision where the history the store holds stops (a gap, or its end).
+// or the revision where the history the store holds stops (a gap, or its end). Segments may
+// overlap (two captures into one store, or a capture restarted from a newer full backup): at
+// each step the one that reaches farthest is taken, and a replay skips what it has applied.
 func chain(segs []Segment, from, to int64) ([]Segment, int64) {
 	var out []Segment
 	at := from
 	for at < to {
-		found := false
+		next := Segment{To: at}
 		for _, s := range segs {
-			if s.From <= at && s.To > at {
-				out = append(out, s)
-				at, found = s.To, true
-				break
+			if s.From <= at && s.To > next.To {
+				next = s
 			}
 		}
-		if !found {
+		if next.To == at {
 			return out, at
 		}
+		out = append(out, next)
+		at = next.To
 	}
 	return out, at
 }
@@ -223,4 +234,29 @@ func ReachOf(ctx context.Context, st *store.Store, entries []Entry) (*Reach, err
 		return r, nil
 	}
 	return nil, nil
+}
+
+// leaseTTLs remembers the TTL each lease was granted with, asked of the cluster once per lease.
+type leaseTTLs struct {
+	cli  *clientv3.Client
+	seen map[int64]int64
+}
+
+// of returns lease's granted TTL, 0 when the lease is gone (expired or revoked) or the cluster
+// does not answer within a second: the replay then grants it a default.
+func (l *leaseTTLs) of(ctx context.Context, lease int64) int64 {
+	if ttl, ok := l.seen[lease]; ok {
+		return ttl
+	}
+	if l.seen == nil || len(l.seen) > 100_000 {
+		l.seen = map[int64]int64{}
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := l.cli.TimeToLive(lctx, clientv3.LeaseID(lease))
+	if err != nil {
+		return 0
+	}
+	l.seen[lease] = max(resp.GrantedTTL, 0)
+	return l.seen[lease]
 }

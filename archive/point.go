@@ -76,19 +76,9 @@ func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.
 // the history applied one revision per transaction (so every revision keeps its number), and a
 // snapshot taken of it (whose membership is then the scratch member's).
 func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl []string, base, path string) error {
-	dir := filepath.Dir(path)
-	var events []Event
-	for _, s := range p.Segments {
-		evs, err := readSegment(ctx, st, s)
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			if e.Revision <= p.Full.Revision || e.Revision > p.Revision || (!p.toTime.IsZero() && e.At.After(p.toTime)) {
-				continue
-			}
-			events = append(events, e)
-		}
+	events, err := pointEvents(ctx, st, p)
+	if err != nil {
+		return err
 	}
 	if len(events) == 0 {
 		p.Revision, p.At = p.Full.Revision, p.Full.Taken
@@ -98,36 +88,22 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl [
 		return errors.New("replaying the history needs an etcd server (--etcd-command)")
 	}
 	// A scratch member: its data is snapshotted at the end, never trusted after a crash.
-	sm, err := startScratch(ctx, base, dir, "replay", etcd, etcdutl, "--unsafe-no-fsync")
+	sm, err := startScratch(ctx, base, filepath.Dir(path), "replay", etcd, etcdutl, "--unsafe-no-fsync")
 	if err != nil {
 		return err
 	}
 	defer sm.stop()
-	cli := sm.cli
-	if err := waitServing(ctx, cli); err != nil {
+	if err := waitServing(ctx, sm.cli); err != nil {
 		return err
 	}
-	for i := 0; i < len(events); {
-		rev := events[i].Revision
-		var ops []clientv3.Op
-		for ; i < len(events) && events[i].Revision == rev; i++ {
-			if events[i].Delete {
-				ops = append(ops, clientv3.OpDelete(string(events[i].Key)))
-			} else {
-				ops = append(ops, clientv3.OpPut(string(events[i].Key), string(events[i].Value)))
-			}
-		}
-		resp, err := cli.Txn(ctx).Then(ops...).Commit()
-		if err != nil {
-			return fmt.Errorf("replay revision %d: %w", rev, err)
-		}
-		if resp.Header.Revision != rev {
-			return fmt.Errorf("replaying revision %d made revision %d: the history does not follow the backup", rev, resp.Header.Revision)
-		}
-		p.At = events[i-1].At
+	lctx, cancel := context.WithCancel(ctx) // the leases live until the snapshot is taken
+	defer cancel()
+	if err := replayOnto(lctx, sm.cli, events); err != nil {
+		return err
 	}
-	p.Revision = events[len(events)-1].Revision
-	_, err = backup.SaveSnapshot(ctx, cli, path)
+	last := events[len(events)-1]
+	p.Revision, p.At = last.Revision, last.At
+	_, err = backup.SaveSnapshot(ctx, sm.cli, path)
 	return err
 }
 

@@ -24,11 +24,14 @@ type PrunePlan struct {
 	// backup's revision).
 	Segments    []Segment `json:"-"`
 	SegmentKeys []string  `json:"segments"`
+	// PointChecks are the records of point-in-time verifications before the oldest kept backup:
+	// points no restore can reach any more.
+	PointChecks []string `json:"pointChecks,omitempty"`
 }
 
 // PlanPrune decides, with no store: entries oldest first (as List returns them). It never
 // removes the newest verified backup, nor history a kept backup's points in time need.
-func PlanPrune(entries []Entry, segs []Segment, r Retention) PrunePlan {
+func PlanPrune(entries []Entry, segs []Segment, points []Verification, r Retention) PrunePlan {
 	why := map[string]string{}
 	keep := func(e Entry, reason string) {
 		if _, ok := why[e.ID]; !ok {
@@ -82,11 +85,17 @@ func PlanPrune(entries []Entry, segs []Segment, r Retention) PrunePlan {
 			plan.SegmentKeys = append(plan.SegmentKeys, s.Key)
 		}
 	}
+	for _, v := range points {
+		if oldestKept >= 0 && v.Revision < oldestKept {
+			plan.PointChecks = append(plan.PointChecks, pointVerifyKey(v.Revision))
+		}
+	}
 	return plan
 }
 
 // Prune carries out a plan: each removed backup's manifest first (it is no longer listed),
-// then its data and its verification, then the history no kept backup needs.
+// then its data and its verification, then the history no kept backup needs and the
+// verifications of points before it.
 func Prune(ctx context.Context, st *store.Store, p PrunePlan) error {
 	for _, e := range p.Remove {
 		for _, k := range []string{manifestKey(e.ID), e.DataKey(), verifyPrefix + e.ID + ".json"} {
@@ -97,6 +106,11 @@ func Prune(ctx context.Context, st *store.Store, p PrunePlan) error {
 	}
 	for _, s := range p.Segments {
 		if err := st.Delete(ctx, s.Key); err != nil {
+			return err
+		}
+	}
+	for _, k := range p.PointChecks {
+		if err := st.Delete(ctx, k); err != nil {
 			return err
 		}
 	}

@@ -38,7 +38,7 @@ func TestPruneKeepsWhatRetentionSays(t *testing.T) {
 		{"nothing asked: the newest verified stays", Retention{}, []string{"c"}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanPrune(entries, segs, tc.r)
+			p := PlanPrune(entries, segs, nil, tc.r)
 			var kept []string
 			for _, e := range p.Keep {
 				kept = append(kept, e.ID)

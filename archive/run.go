@@ -21,6 +21,7 @@ type Metrics struct {
 	CapturedRevision prometheus.Gauge
 	CaptureLag       prometheus.Gauge
 	Verifications    *prometheus.CounterVec
+	PointChecks      *prometheus.CounterVec
 	StoreErrors      prometheus.Counter
 	lastCaptured     atomic.Int64 // Unix nanoseconds of the newest change stored
 }
@@ -34,9 +35,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		CapturedRevision: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_captured_revision", Help: "The newest revision whose history is in the store."}),
 		CaptureLag:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdmedic_backup_recovery_point_lag_seconds", Help: "Time since the newest change in the store was captured: how much a restore now would lose."}),
 		Verifications:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdmedic_backup_verifications_total", Help: "Verifications by restoring, by result."}, []string{"result"}),
+		PointChecks:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdmedic_backup_point_verifications_total", Help: "Verifications of the newest point in time (backup and history replayed, compared with the live cluster), by result: verified, failed, or error (could not run)."}, []string{"result"}),
 		StoreErrors:      prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdmedic_backup_store_errors_total", Help: "Failed writes to the store (retried)."}),
 	}
-	reg.MustRegister(m.LastFullSuccess, m.LastFullBytes, m.LastFullDuration, m.CapturedRevision, m.CaptureLag, m.Verifications, m.StoreErrors)
+	reg.MustRegister(m.LastFullSuccess, m.LastFullBytes, m.LastFullDuration, m.CapturedRevision, m.CaptureLag, m.Verifications, m.PointChecks, m.StoreErrors)
 	return m
 }
 
@@ -47,9 +49,13 @@ type RunOptions struct {
 	// FullEvery is the time between full backups; Segment between two stores of history.
 	FullEvery, Segment time.Duration
 	// Verify, when set, verifies each new full backup by restoring it.
-	Verify  *VerifyOptions
-	Scratch string
-	Metrics *Metrics
+	Verify *VerifyOptions
+	// VerifyPoint, when set, verifies the newest point in time the store reaches every
+	// VerifyPointEvery (VerifyPoint).
+	VerifyPoint      *VerifyOptions
+	VerifyPointEvery time.Duration
+	Scratch          string
+	Metrics          *Metrics
 	// Say reports progress, one line each.
 	Say func(format string, a ...any)
 	// OnStored, when set, is told of every segment of history stored, with the capture time of
@@ -64,6 +70,14 @@ func Run(ctx context.Context, o RunOptions) error {
 	say := o.Say
 	if say == nil {
 		say = func(string, ...any) {}
+	}
+	if o.VerifyPoint != nil && o.VerifyPointEvery > 0 {
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			o.verifyPoints(ctx, say)
+		}()
 	}
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -150,6 +164,43 @@ func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full) error {
 		return fmt.Errorf("capture: %w", err)
 	}
 	return err
+}
+
+// verifyPoints verifies the newest point the store reaches every VerifyPointEvery, one at a
+// time, until ctx ends.
+func (o RunOptions) verifyPoints(ctx context.Context, say func(string, ...any)) {
+	tick := time.NewTicker(o.VerifyPointEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		result := "error"
+		v, err := o.verifyPointOnce(ctx)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			say("verify the newest point: %v", err)
+		default:
+			result = v.Result
+			say("verify point r%d (backup %s, %d revisions replayed): %s %s", v.Revision, v.From, v.Replayed, v.Result, v.Why)
+		}
+		if o.Metrics != nil {
+			o.Metrics.PointChecks.WithLabelValues(result).Inc()
+		}
+	}
+}
+
+func (o RunOptions) verifyPointOnce(ctx context.Context) (*Verification, error) {
+	cli, err := o.Conn.Client()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	return VerifyPoint(ctx, o.Store, cli, o.Conn.Endpoints[0], *o.VerifyPoint)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

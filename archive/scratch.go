@@ -31,6 +31,13 @@ func (r restoreFailed) Error() string { return r.msg }
 // startScratch restores snap with etcdutl into dir/<name>.etcd and starts etcd on it (with
 // extra flags); the caller stops it.
 func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []string, extra ...string) (*scratch, error) {
+	fi, err := os.Stat(snap)
+	if err != nil {
+		return nil, err
+	}
+	if err := scratchRoom(dir, fi.Size()); err != nil {
+		return nil, err
+	}
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -42,6 +49,9 @@ func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []s
 		"--initial-cluster", name+"="+peer, "--initial-advertise-peer-urls", peer)
 	restore.Stdout, restore.Stderr = &out, &out
 	if err := restore.Run(); err != nil {
+		if roomErr := scratchRoom(dir, fi.Size()); roomErr != nil {
+			return nil, fmt.Errorf("etcdutl snapshot restore: %v: %w", lastLine(out.String()), roomErr)
+		}
 		return nil, restoreFailed{fmt.Sprintf("etcdutl snapshot restore: %v: %s", err, lastLine(out.String()))}
 	}
 	s := &scratch{endpoint: client, log: filepath.Join(dir, name+".log")}
@@ -77,4 +87,23 @@ func (s *scratch) stop() {
 	}
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	s.cmd.Wait()
+}
+
+// walRoom is what a restored member needs beside its db: etcd preallocates a 64 MiB WAL segment,
+// and some room to run.
+const walRoom = 80 << 20
+
+// scratchRoom is an error when dir's file system has too little room for a scratch member of a
+// snapBytes snapshot (its db, the snapshot a replay takes of it, and the WAL): a full disk is
+// the machine's problem, never reported as a backup that does not restore.
+func scratchRoom(dir string, snapBytes int64) error {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		return err
+	}
+	free, need := int64(fs.Bavail)*fs.Bsize, 2*snapBytes+walRoom
+	if free < need {
+		return fmt.Errorf("the scratch folder %s has %d MiB free; restoring a %d MiB snapshot there needs about %d MiB (point TMPDIR at a roomier folder)", dir, free>>20, snapBytes>>20, need>>20)
+	}
+	return nil
 }

@@ -16,7 +16,11 @@ import (
 
 // Verification is what restoring a backup showed.
 type Verification struct {
-	ID       string    `json:"id"`
+	ID string `json:"id"`
+	// From is, for a point in time, the full backup it was replayed from; Replayed the revisions
+	// of history applied after it.
+	From     string    `json:"from,omitempty"`
+	Replayed int64     `json:"replayed,omitempty"`
 	At       time.Time `json:"at"`
 	Result   string    `json:"result"` // verified or failed
 	Why      string    `json:"why,omitempty"`
@@ -73,8 +77,10 @@ func Verify(ctx context.Context, st *store.Store, f *Full, opts VerifyOptions) (
 // restoreAndHash returns the restored member's hash, or why the backup does not restore.
 func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOptions, dir string) (uint32, string, error) {
 	snap := filepath.Join(dir, "snapshot.db")
-	if err := Fetch(ctx, st, f, snap); err != nil {
+	if err := Fetch(ctx, st, f, snap); errors.Is(err, ErrDamaged) {
 		return 0, err.Error(), nil
+	} else if err != nil {
+		return 0, "", err
 	}
 	sm, err := startScratch(ctx, snap, dir, "verify", opts.Etcd, opts.Etcdutl)
 	var refused restoreFailed
@@ -94,6 +100,9 @@ func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOp
 			return resp.Hash, "", nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err := scratchRoom(dir, 0); err != nil {
+				return 0, "", err // the machine's fault: nothing said about the backup
+			}
 			return 0, fmt.Sprintf("the restored member did not answer hashkv at revision %d within 30 s: %v (%s)", f.Revision, err, sm.lastLog()), nil
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"sort"
@@ -222,6 +224,22 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 		return
 	}
 	p.Reached = true
+}
+
+// Reach connects to endpoint once (with TLS, a handshake) within the command timeout: an
+// endpoint that is down or has a certificate problem fails here with its real reason, where the
+// etcd client would wait for a connection until its context ends. Unix sockets are not checked.
+func (c Conn) Reach(ctx context.Context, endpoint string) error {
+	hostPort, ok := tcpAddress(endpoint)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.CommandTimeout, 5*time.Second))
+	defer cancel()
+	if err := preflight(ctx, c, hostPort); err != nil {
+		return fmt.Errorf("%s: %s", endpoint, describeErr(ctx, err))
+	}
+	return nil
 }
 
 // errNoLeader is the health of a member whose status names no leader.

@@ -54,6 +54,10 @@ type Store struct {
 // ErrNotFound is a key with no object.
 var ErrNotFound = errors.New("no such object")
 
+// ErrCorrupt is an object whose bytes arrived whole but do not decrypt or decompress: damaged
+// in the store, not a store that failed to answer.
+var ErrCorrupt = errors.New("the object is damaged")
+
 // Open opens the store at rawURL. A file:// folder is created when missing. The path of an
 // s3://, gs:// or azblob:// URL is a prefix inside the bucket.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
@@ -187,7 +191,8 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
-	buffered := bufio.NewReader(br)
+	source := &sourceReader{r: br}
+	buffered := bufio.NewReader(source)
 	var plain io.Reader = buffered
 	if head, _ := buffered.Peek(len(ageHeader)); string(head) == ageHeader {
 		if len(s.identities) == 0 {
@@ -204,7 +209,37 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 		br.Close()
 		return nil, fmt.Errorf("decompress %s: %w", key, err)
 	}
-	return readCloser{Reader: zr, close: func() error { zr.Close(); return br.Close() }}, nil
+	return readCloser{Reader: corruptUnlessSource{key: key, r: zr, source: source}, close: func() error { zr.Close(); return br.Close() }}, nil
+}
+
+// sourceReader remembers the error reading the store gave, so that a decoding error above it
+// can be told from a store that failed.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// corruptUnlessSource marks a read error ErrCorrupt when the store itself read fine.
+type corruptUnlessSource struct {
+	key    string
+	r      io.Reader
+	source *sourceReader
+}
+
+func (c corruptUnlessSource) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF && c.source.err == nil {
+		err = fmt.Errorf("%s: %w: %v", c.key, ErrCorrupt, err)
+	}
+	return n, err
 }
 
 const ageHeader = "age-encryption.org/v1"

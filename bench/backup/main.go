@@ -12,7 +12,9 @@
 //     etcdmedic's capture stores the history every second; for each write, the time from its
 //     acknowledgement to the moment its revision was in the store (p50, p99, max);
 //   - a restore: etcdmedic restore (download, checks, replay of the history after the full
-//     backup, etcdutl) against etcdutl snapshot restore of a local snapshot file.
+//     backup, etcdutl) against etcdutl snapshot restore of a local snapshot file;
+//   - what the capture costs the cluster (-only cost): write throughput, latency and etcd's CPU
+//     per write on a fresh member, without and with etcdmedic backup run beside it.
 //
 // Medians and ratios are printed as markdown, for BENCHMARKS.md.
 package main
@@ -39,6 +41,8 @@ type config struct {
 	runs             int
 	loadSeconds      int
 	rate             int
+	costSeconds      int
+	only             string
 }
 
 type tools struct{ etcd, etcdctl, etcdutl, etcdmedic string }
@@ -63,6 +67,8 @@ func run() error {
 	flag.IntVar(&cfg.loadSeconds, "load", 30, "seconds of write load for the recovery point")
 	flag.IntVar(&cfg.rate, "rate", 1200, "writes a second asked of the writer for the recovery point")
 	flag.StringVar(&cfg.out, "out", defaultOut, "where the data set is built and kept for later runs")
+	flag.IntVar(&cfg.costSeconds, "cost-seconds", 20, "seconds of each window of the capture's cost")
+	flag.StringVar(&cfg.only, "only", "", "run one part: backup (full, restore, recovery point) or cost (what the capture costs the cluster); default both")
 	flag.Parse()
 	var err error
 	if cfg.size, err = dataset.ParseSize(*size); err != nil {
@@ -87,11 +93,23 @@ func run() error {
 		return err
 	}
 	started := time.Now()
-	res, err := measure(ctx, t, cfg)
-	if err != nil {
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err
 	}
-	report(os.Stdout, cfg, res)
+	if cfg.only != "cost" {
+		res, err := measure(ctx, t, cfg)
+		if err != nil {
+			return err
+		}
+		report(os.Stdout, cfg, res)
+	}
+	if cfg.only != "backup" {
+		res, err := captureCost(ctx, t, cfg)
+		if err != nil {
+			return err
+		}
+		reportCost(os.Stdout, cfg, res)
+	}
 	logf("done in %s", time.Since(started).Round(time.Second))
 	return nil
 }

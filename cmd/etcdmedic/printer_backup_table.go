@@ -54,11 +54,24 @@ func (tablePrinter) Backup(w io.Writer, r backupResult) error {
 		return err
 	}
 	if h := r.History; h != nil {
-		_, err := fmt.Fprintf(w, "\nA restore now reaches revision %d: backup %s and %d segments of history after it, the last change captured %s (%s ago)\n",
-			h.Revision, h.Backup, h.Segments, h.At.Format("2006-01-02 15:04:05Z"), time.Since(h.At).Round(time.Second))
+		if _, err := fmt.Fprintf(w, "\nA restore now reaches revision %d: backup %s and %d segments of history after it, the last change captured %s (%s ago)\n",
+			h.Revision, h.Backup, h.Segments, h.At.Format("2006-01-02 15:04:05Z"), time.Since(h.At).Round(time.Second)); err != nil {
+			return err
+		}
+	}
+	if v := r.PointCheck; v != nil {
+		_, err := fmt.Fprintf(w, "The newest point verified: revision %d (backup %s and %d revisions of history replayed) %s at %s%s\n",
+			v.Revision, v.From, v.Replayed, v.Result, v.At.Format("2006-01-02 15:04:05Z"), whyNote(v.Why))
 		return err
 	}
 	return nil
+}
+
+func whyNote(why string) string {
+	if why == "" {
+		return ""
+	}
+	return ": " + why
 }
 
 func encryptedNote(encrypted bool) string {
