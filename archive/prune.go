@@ -29,9 +29,10 @@ type PrunePlan struct {
 	PointChecks []string `json:"pointChecks,omitempty"`
 }
 
-// PlanPrune decides, with no store: entries oldest first (as List returns them). It never
+// PlanPrune decides, with no store: entries oldest first (as List returns them), pointChecks the
+// revisions of point verifications (PointChecks). It never
 // removes the newest verified backup, nor history a kept backup's points in time need.
-func PlanPrune(entries []Entry, segs []Segment, points []Verification, r Retention) PrunePlan {
+func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention) PrunePlan {
 	why := map[string]string{}
 	keep := func(e Entry, reason string) {
 		if _, ok := why[e.ID]; !ok {
@@ -85,9 +86,9 @@ func PlanPrune(entries []Entry, segs []Segment, points []Verification, r Retenti
 			plan.SegmentKeys = append(plan.SegmentKeys, s.Key)
 		}
 	}
-	for _, v := range points {
-		if oldestKept >= 0 && v.Revision < oldestKept {
-			plan.PointChecks = append(plan.PointChecks, pointVerifyKey(v.Revision))
+	for _, rev := range pointChecks {
+		if oldestKept >= 0 && rev < oldestKept {
+			plan.PointChecks = append(plan.PointChecks, pointVerifyKey(rev))
 		}
 	}
 	return plan

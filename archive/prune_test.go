@@ -27,18 +27,19 @@ func TestPruneKeepsWhatRetentionSays(t *testing.T) {
 	}
 	segs := []Segment{{Key: "s1", From: 100, To: 150}, {Key: "s2", From: 150, To: 200}, {Key: "s3", From: 200, To: 650}}
 	for _, tc := range []struct {
-		name string
-		r    Retention
-		keep []string
-		segs int
+		name   string
+		r      Retention
+		keep   []string
+		segs   int
+		points int // point verifications removed: of revisions before the oldest kept backup
 	}{
-		{"the last two, and the newest verified however old", Retention{Last: 2}, []string{"c", "e", "f"}, 2},
-		{"the newest of each of the last 2 days", Retention{Daily: 2}, []string{"c", "e", "f"}, 2},
-		{"the newest of each of the last 3 weeks (and the newest verified)", Retention{Weekly: 3}, []string{"a", "b", "c", "f"}, 0},
-		{"nothing asked: the newest verified stays", Retention{}, []string{"c"}, 2},
+		{"the last two, and the newest verified however old", Retention{Last: 2}, []string{"c", "e", "f"}, 2, 2},
+		{"the newest of each of the last 2 days", Retention{Daily: 2}, []string{"c", "e", "f"}, 2, 2},
+		{"the newest of each of the last 3 weeks (and the newest verified)", Retention{Weekly: 3}, []string{"a", "b", "c", "f"}, 0, 0},
+		{"nothing asked: the newest verified stays", Retention{}, []string{"c"}, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := PlanPrune(entries, segs, nil, tc.r)
+			p := PlanPrune(entries, segs, []int64{150, 250, 320, 650}, tc.r)
 			var kept []string
 			for _, e := range p.Keep {
 				kept = append(kept, e.ID)
@@ -53,6 +54,9 @@ func TestPruneKeepsWhatRetentionSays(t *testing.T) {
 			}
 			if len(p.Segments) != tc.segs {
 				t.Errorf("removes %d history segments (%v), want %d", len(p.Segments), p.SegmentKeys, tc.segs)
+			}
+			if len(p.PointChecks) != tc.points {
+				t.Errorf("removes point verifications %v, want %d", p.PointChecks, tc.points)
 			}
 		})
 	}

@@ -124,23 +124,32 @@ func replayAndHash(ctx context.Context, st *store.Store, p *Point, opts VerifyOp
 	return resp.Hash, "", nil
 }
 
-// PointVerifications lists the point-in-time verifications in the store, oldest first.
-func PointVerifications(ctx context.Context, st *store.Store) ([]Verification, error) {
+// PointChecks lists the revisions whose point-in-time verification the store holds, in order.
+func PointChecks(ctx context.Context, st *store.Store) ([]int64, error) {
 	keys, err := st.List(ctx, pointVerifyPrefix)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(keys)
-	var out []Verification
+	var revs []int64
 	for _, k := range keys {
-		if !strings.HasSuffix(k, ".json") {
-			continue
+		var rev int64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(k, pointVerifyPrefix), "%012d.json", &rev); err == nil && pointVerifyKey(rev) == k {
+			revs = append(revs, rev)
 		}
-		var v Verification
-		if err := st.GetJSON(ctx, k, &v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
 	}
-	return out, nil
+	slices.Sort(revs)
+	return revs, nil
+}
+
+// LatestPointCheck is the verification of the newest point verified (nil: none yet).
+func LatestPointCheck(ctx context.Context, st *store.Store) (*Verification, error) {
+	revs, err := PointChecks(ctx, st)
+	if err != nil || len(revs) == 0 {
+		return nil, err
+	}
+	var v Verification
+	if err := st.GetJSON(ctx, pointVerifyKey(revs[len(revs)-1]), &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }

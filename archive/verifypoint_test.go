@@ -153,9 +153,10 @@ func TestVerifyAPointInTime(t *testing.T) {
 	if err != nil || v.Result != "failed" || !strings.Contains(v.Why, "hash") {
 		t.Fatalf("verify after a segment was altered: %+v %v", v, err)
 	}
-	checks, err := archive.PointVerifications(ctx, st)
-	if err != nil || len(checks) != 1 || checks[0].Result != "failed" { // the same point, checked again
-		t.Fatalf("point verifications recorded: %+v %v", checks, err)
+	revs, err := archive.PointChecks(ctx, st)
+	latest, lerr := archive.LatestPointCheck(ctx, st)
+	if err != nil || lerr != nil || len(revs) != 1 || latest.Result != "failed" { // the same point, checked again
+		t.Fatalf("point verifications recorded: %v %v, the latest %+v %v", revs, err, latest, lerr)
 	}
 }
 

@@ -120,14 +120,11 @@ func newBackupLsCommand(opts *globalOptions) *cobra.Command {
 			if err != nil {
 				return failf("", "backup ls: %v", err)
 			}
-			points, err := archive.PointVerifications(cmd.Context(), st)
+			check, err := archive.LatestPointCheck(cmd.Context(), st)
 			if err != nil {
 				return failf("", "backup ls: %v", err)
 			}
-			res := backupResult{Store: sf.url, Backups: entries, History: reach}
-			if len(points) > 0 {
-				res.PointCheck = &points[len(points)-1]
-			}
+			res := backupResult{Store: sf.url, Backups: entries, History: reach, PointCheck: check}
 			p, _ := printerFor(opts.writeOut)
 			return p.Backup(cmd.OutOrStdout(), res)
 		},
@@ -459,7 +456,7 @@ backup needs. Without --yes it only shows the plan.`,
 			if err != nil {
 				return failf("", "backup prune: %v", err)
 			}
-			points, err := archive.PointVerifications(cmd.Context(), st)
+			points, err := archive.PointChecks(cmd.Context(), st)
 			if err != nil {
 				return failf("", "backup prune: %v", err)
 			}
