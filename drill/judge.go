@@ -73,12 +73,39 @@ func (r *recorder) startWorkloadOf(ctx context.Context, sb *sandbox.Sandbox, cli
 // kept with their leases.
 func (r *recorder) judge(ctx context.Context, w *workload.Workload, endpoints []string) error {
 	h := w.Stop()
+	if err := readRepaired(ctx, h, endpoints); err != nil {
+		return err
+	}
+	from, to := h.WriteOutage()
+	r.record(h, history.Check(h), from, to)
+	return nil
+}
+
+// judgeRestored checks a history stopped at a total loss against the cluster restored to
+// revision point (history.CheckRestoredTo): the writes acknowledged after the point are lost by
+// design and counted, everything else must hold. The workload stopped at the loss, so the write
+// outage is the loss until the restored cluster served.
+func (r *recorder) judgeRestored(ctx context.Context, h *workload.History, endpoints []string, point int64, loss, serving time.Time) (int, error) {
+	if err := readRepaired(ctx, h, endpoints); err != nil {
+		return 0, err
+	}
+	v, after := history.CheckRestoredTo(h, point, history.DefaultTimeout)
+	r.record(h, v, loss, serving)
+	return after, nil
+}
+
+func readRepaired(ctx context.Context, h *workload.History, endpoints []string) error {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := h.ReadFinal(rctx, endpoints, nil); err != nil {
 		return fmt.Errorf("read the repaired cluster's keys: %w", err)
 	}
-	v := history.Check(h)
+	return nil
+}
+
+// record keeps the checker's verdict on h and the workload's figures in the drill's result, with
+// the write outage from..to (none when from is zero).
+func (r *recorder) record(h *workload.History, v history.Verdict, from, to time.Time) {
 	c := &Checked{Verdict: v.String(), Passed: v.Result == history.Passed}
 	for _, byOutcome := range h.Counts() {
 		c.Acked += byOutcome[workload.OK]
@@ -91,7 +118,7 @@ func (r *recorder) judge(ctx context.Context, w *workload.Workload, endpoints []
 	for _, wt := range h.Watches {
 		c.WatchEvents += len(wt.Events)
 	}
-	if from, to := h.WriteOutage(); !from.IsZero() {
+	if !from.IsZero() {
 		c.WriteOutageSec = to.Sub(from).Seconds()
 		c.WriteOutageFrom, c.WriteOutageUntil = from.Sub(r.start).Seconds(), to.Sub(r.start).Seconds()
 	}
@@ -100,5 +127,4 @@ func (r *recorder) judge(ctx context.Context, w *workload.Workload, endpoints []
 	r.say("workload: %d operations acknowledged (%.0f/s), %d failed, %d indeterminate, %d watch events", c.Acked, c.OpsPerSec, c.Failed, c.Indeterminate, c.WatchEvents)
 	r.say("write outage: %.1fs without an acknowledged write (t+%.1fs to t+%.1fs)", c.WriteOutageSec, c.WriteOutageFrom, c.WriteOutageUntil)
 	r.say("history checker: %s", c.Verdict)
-	return nil
 }

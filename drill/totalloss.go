@@ -26,6 +26,9 @@ type TotalLoss struct {
 	// the disks, as the recovery point says. LostBeforePoint must be 0.
 	AckedAfterPoint int `json:"ackedAfterPoint"`
 	LostBeforePoint int `json:"lostBeforePoint"`
+	// WorkloadWritesAfterPoint are the workload's acknowledged writes after the captured
+	// revision (its history is judged up to it by history.CheckRestoredTo).
+	WorkloadWritesAfterPoint int `json:"workloadWritesAfterPoint"`
 }
 
 // totalLoss: every member's disk destroyed under write load; the cluster rebuilt from the
@@ -44,11 +47,12 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	if err := r.startKubernetes(ctx, env, sb); err != nil {
 		return err
 	}
-	cli, err := r.startLoad(ctx, sb)
+	cli, w, err := r.underLoad(ctx, sb)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
+	defer w.Stop()
 	storeURL := "file://" + filepath.Join(env.Dir, "store")
 	st, err := store.Open(ctx, storeURL, store.Options{Create: true})
 	if err != nil {
@@ -73,7 +77,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 			}})
 	}()
 	r.say("etcdmedic backup run started: full backup, then every change stored each second into %s", storeURL)
-	time.Sleep(6 * time.Second)
+	w.RunUntil(ctx, MinOperations, 6*time.Second, time.Minute) // the history judged is the one before the loss
 
 	for _, m := range sb.Members {
 		sb.KillMember(m.Name)
@@ -87,6 +91,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	stopRun()
 	<-done
 	r.ledger.Stop()
+	h := w.Stop() // before the restore: a client would see the cluster go back to the point
 	mu.Lock()
 	tl := &TotalLoss{CapturedRevision: captured, RecoveryPointSec: lossAt.Sub(capturedAt).Seconds()}
 	mu.Unlock()
@@ -122,12 +127,19 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	if err := sb.WaitReady(ctx, time.Minute); err != nil {
 		return err
 	}
+	serving := time.Now()
 	r.result.Repair = "etcdmedic restore (from backup run's store)"
 	r.result.RepairSec = time.Since(r.repair).Seconds()
 	r.say("3 members started on the restored data dirs: serving")
 	if err := r.checkKubernetes(ctx, sb.Endpoints()); err != nil {
 		return err
 	}
+	// Judged at the store's recovery point, not at the revision restore reached: a restore that
+	// fell short of what the store held loses writes the checker then names.
+	if tl.WorkloadWritesAfterPoint, err = r.judgeRestored(ctx, h, sb.Endpoints(), tl.CapturedRevision, lossAt, serving); err != nil {
+		return err
+	}
+	r.say("workload: %d acknowledged writes after the recovery point, revision %d (gone with the disks)", tl.WorkloadWritesAfterPoint, tl.CapturedRevision)
 	return r.countTotalLoss(ctx, sb.Endpoints(), tl)
 }
 
