@@ -89,6 +89,14 @@ func (s *scratch) stop() {
 	s.cmd.Wait()
 }
 
+// scratchFolder makes a private folder for one restore under scratch; the caller removes it.
+func scratchFolder(scratch, prefix string) (string, error) {
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(scratch, prefix)
+}
+
 // walRoom is what a restored member needs beside its db: etcd preallocates a 64 MiB WAL segment,
 // and some room to run.
 const walRoom = 80 << 20

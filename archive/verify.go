@@ -46,10 +46,7 @@ type VerifyOptions struct {
 func Verify(ctx context.Context, st *store.Store, f *Full, opts VerifyOptions) (*Verification, error) {
 	start := time.Now()
 	v := &Verification{ID: f.ID, Revision: f.Revision}
-	if err := os.MkdirAll(opts.Scratch, 0o700); err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(opts.Scratch, "verify-")
+	dir, err := scratchFolder(opts.Scratch, "verify-")
 	if err != nil {
 		return nil, err
 	}

@@ -44,10 +44,7 @@ func VerifyPoint(ctx context.Context, st *store.Store, cli *clientv3.Client, end
 		return nil, fmt.Errorf("the cluster's hash at revision %d (%s): %w", p.Revision, endpoint, err)
 	}
 	v := &Verification{ID: fmt.Sprintf("point-r%d", p.Revision), From: p.Full.ID, Revision: p.Revision}
-	if err := os.MkdirAll(opts.Scratch, 0o700); err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp(opts.Scratch, "verify-point-")
+	dir, err := scratchFolder(opts.Scratch, "verify-point-")
 	if err != nil {
 		return nil, err
 	}

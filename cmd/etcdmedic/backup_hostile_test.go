@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
@@ -20,11 +19,7 @@ import (
 func TestBackupOverTLSThenPrune(t *testing.T) {
 	t.Parallel()
 	version := etcdtest.V3_6
-	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd := etcdtest.Binary(t, version).Path
+	etcd, etcdutl := restoreToolsOf(t, version)
 	certs := etcdtest.NewCerts(t, "")
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: version, TLS: certs})
 	ep := c.Members()[0].ClientURL

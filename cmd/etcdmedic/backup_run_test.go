@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
@@ -28,11 +27,7 @@ import (
 func TestBackupRunThenRestoreEverything(t *testing.T) {
 	t.Parallel()
 	version := etcdtest.V3_6
-	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd := etcdtest.Binary(t, version).Path
+	etcd, etcdutl := restoreToolsOf(t, version)
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: version})
 	ledger := etcdtest.StartLoad(t.Context(), t, c.Client(t), etcdtest.LoadSpec{Rate: 50})
 	waitAcked(t, ledger, 20)

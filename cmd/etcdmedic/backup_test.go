@@ -25,11 +25,7 @@ import (
 func TestBackupThenTotalLoss(t *testing.T) {
 	t.Parallel()
 	version := etcdtest.V3_6
-	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd := etcdtest.Binary(t, version).Path
+	etcd, etcdutl := restoreToolsOf(t, version)
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: version})
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)
@@ -202,4 +198,15 @@ func TestBackupKilledMidUploadIsNotListed(t *testing.T) {
 		t.Fatalf("the next backup: exit %d\n%s", code, out)
 	}
 	t.Logf("killed with %v in the store: nothing listed", names)
+}
+
+// restoreToolsOf are the etcd server and the etcdutl of version, for the scratch members and
+// restores the backup commands run.
+func restoreToolsOf(t *testing.T, version string) (etcd, etcdutl string) {
+	t.Helper()
+	etcdutl, err := etcdbin.EtcdutlPath(t.Context(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return etcdtest.Binary(t, version).Path, etcdutl
 }
