@@ -298,6 +298,11 @@ func TestDoctorSpaceQuotaAndDefrag(t *testing.T) {
 	// values the refusal comes within 64 KiB of it (over 95%, the critical mark); with 256 KiB
 	// ones it could come at 93%, and the finding was only a warning.
 	value := strings.Repeat("x", 64<<10)
+	for i := 0; i < 10; i++ { // deleted after the compaction below
+		if _, err := cli.Put(t.Context(), fmt.Sprintf("small/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var lastErr error
 	// The quota is checked against the backend size, which grows at each batch commit
 	// (100 ms): keep writing, bounded, until etcd refuses.
@@ -327,9 +332,10 @@ func TestDoctorSpaceQuotaAndDefrag(t *testing.T) {
 		t.Fatal(err)
 	}
 	// bbolt frees the compacted pages at a later commit, once no read holds them, and etcd
-	// commits only when something was written: a live cluster writes again soon, so does this.
+	// commits only when something changed: a live cluster writes again soon, and so does this
+	// test, with deletes (a put is refused until the db is defragmented below its quota).
 	for i := 0; i < 10; i++ {
-		if _, err := cli.Put(t.Context(), "after-defrag-due/small", fmt.Sprint(i)); err != nil {
+		if _, err := cli.Delete(t.Context(), fmt.Sprintf("small/%d", i)); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -278,9 +278,15 @@ func TestRecoverFromSnapshotFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 	if out, err := exec.CommandContext(t.Context(), bin, "recover", "apply", planDir, "--yes").CombinedOutput(); err != nil {
 		t.Fatalf("apply after the power cuts: %v\n%s", err, out)
 	}
-	got, err := healthyAfterRestore(t, c).Get(ctx, "/registry/pods/", clientv3.WithPrefix())
-	if err != nil || len(got.Kvs) != 2 {
-		t.Fatalf("after the restore: %v, %d keys; want the snapshot's 2", err, len(got.Kvs))
+	// A context of its own: the cuts and reruns take most of the first one's 30 s on a busy machine.
+	rctx, rcancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer rcancel()
+	got, err := healthyAfterRestore(t, c).Get(rctx, "/registry/pods/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("after the restore: %v; want the snapshot's 2 keys", err)
+	}
+	if len(got.Kvs) != 2 {
+		t.Fatalf("after the restore: %d keys; want the snapshot's 2", len(got.Kvs))
 	}
 }
 
