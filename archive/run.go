@@ -195,6 +195,9 @@ func (o RunOptions) verifyPoints(ctx context.Context, say func(string, ...any)) 
 }
 
 func (o RunOptions) verifyPointOnce(ctx context.Context) (*Verification, error) {
+	if err := o.Conn.Reach(ctx, o.Conn.Endpoints[0]); err != nil {
+		return nil, err
+	}
 	cli, err := o.Conn.Client()
 	if err != nil {
 		return nil, err

@@ -222,6 +222,11 @@ func verifyPoint(cmd *cobra.Command, opts *globalOptions, conn *connFlags, st *s
 	if err != nil {
 		return err
 	}
+	// Reached first: a member down or a wrong certificate is one line now, not a hash request
+	// that waits out its timeout.
+	if err := conn.conn.Reach(cmd.Context(), conn.conn.Endpoints[0]); err != nil {
+		return failf("check --endpoints and --cacert/--cert/--key", "backup verify --point: %v", err)
+	}
 	cli, err := conn.conn.Client()
 	if err != nil {
 		return failf("", "backup verify --point: %v", err)

@@ -52,6 +52,11 @@ func TestBackupOverTLSThenPrune(t *testing.T) {
 	if code, out, errOut := runCLI(t, "backup", "verify", ids[0], "--store", storeURL, "--etcd-command", etcd, "--etcdutl", etcdutl); code != exitOK {
 		t.Fatalf("backup verify %s: exit %d\n%s\n%s", ids[0], code, out, errOut)
 	}
+	code, out, errOut = runCLI(t, "backup", "verify", "--point", "--store", storeURL, "--endpoints", ep, "--cacert", certs.OtherCAFile,
+		"--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "3s", "--etcd-command", etcd, "--etcdutl", etcdutl)
+	if code == exitOK || !strings.Contains(errOut, "certificate signed by unknown authority") || strings.Count(strings.TrimSpace(errOut), "\n") > 2 {
+		t.Fatalf("backup verify --point with a wrong CA: exit %d\n%s\n%s", code, out, errOut)
+	}
 	code, out, errOut = runCLI(t, append([]string{"backup", "verify", "--point", "--store", storeURL, "--etcd-command", etcd, "--etcdutl", etcdutl}, tls...)...)
 	if code != exitOK || !strings.Contains(out, "verified") {
 		t.Fatalf("backup verify --point over TLS: exit %d\n%s\n%s", code, out, errOut)

@@ -30,10 +30,10 @@ func (tablePrinter) Backup(w io.Writer, r backupResult) error {
 		}
 		tw.Flush()
 		if !r.Pruned {
-			_, err := fmt.Fprintf(w, "%d backups and %d history segments to remove: run again with --yes\n", len(p.Remove), len(p.Segments))
+			_, err := fmt.Fprintf(w, "%d backups, %d history segments and %d point verifications to remove: run again with --yes\n", len(p.Remove), len(p.Segments), len(p.PointChecks))
 			return err
 		}
-		_, err := fmt.Fprintf(w, "%d backups and %d history segments removed\n", len(p.Remove), len(p.Segments))
+		_, err := fmt.Fprintf(w, "%d backups, %d history segments and %d point verifications removed\n", len(p.Remove), len(p.Segments), len(p.PointChecks))
 		return err
 	}
 	if len(r.Verified) > 0 {
