@@ -179,7 +179,7 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 		r.kube.w.Resume()
 	}
 	r.say("workload resumed on the repaired cluster")
-	w.RunUntil(ctx, MinOperations, 2*time.Second, time.Minute)
+	w.RunUntil(ctx, MinOperations, 2*time.Second, minOperationsWithin)
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

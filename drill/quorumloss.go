@@ -50,7 +50,7 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	if err := r.recoverQuorum(ctx, env, sb, rt); err != nil {
 		return err
 	}
-	w.RunUntil(ctx, MinOperations, 2*time.Second, time.Minute) // the workload goes on against the repaired cluster
+	w.RunUntil(ctx, MinOperations, 2*time.Second, minOperationsWithin) // the workload goes on against the repaired cluster
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

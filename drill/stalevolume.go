@@ -121,7 +121,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return fmt.Errorf("quarantine does not verify: %w", err)
 	}
 	r.say("quarantine verified against its manifest")
-	w.RunUntil(ctx, MinOperations, 7*time.Second, time.Minute) // the workload goes on against the repaired cluster
+	w.RunUntil(ctx, MinOperations, 7*time.Second, minOperationsWithin) // the workload goes on against the repaired cluster
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

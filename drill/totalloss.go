@@ -77,7 +77,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 			}})
 	}()
 	r.say("etcdmedic backup run started: full backup, then every change stored each second into %s", storeURL)
-	w.RunUntil(ctx, MinOperations, 6*time.Second, time.Minute) // the history judged is the one before the loss
+	w.RunUntil(ctx, MinOperations, 6*time.Second, minOperationsWithin) // the history judged is the one before the loss
 
 	for _, m := range sb.Members {
 		sb.KillMember(m.Name)

@@ -62,7 +62,7 @@ func upgradeDrill(ctx context.Context, env Env, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	w.RunUntil(ctx, MinOperations, 2*time.Second, time.Minute) // the workload goes on against the upgraded cluster
+	w.RunUntil(ctx, MinOperations, 2*time.Second, minOperationsWithin) // the workload goes on against the upgraded cluster
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}

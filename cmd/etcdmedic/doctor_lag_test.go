@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
@@ -32,14 +35,7 @@ func TestDoctorMemberLagging(t *testing.T) {
 		t.Fatal(err)
 	}
 	const writes = 500
-	cli := c.ClientExcept(t, follower)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // 500 writes on a busy 2-core machine
-	defer cancel()
-	for i := range writes {
-		if _, err := cli.Put(ctx, fmt.Sprintf("lag/%04d", i), "v"); err != nil {
-			t.Fatalf("write %d through the members other than %s: %v", i, follower.Name, err)
-		}
-	}
+	writeConcurrently(t, c.ClientExcept(t, follower), writes, follower.Name)
 	logStatuses(t, c, "isolated")
 
 	code, d := waitDoctor(t, all, func(d doctorJSON) bool { return d.find(finding.IDMemberLagging) != nil }, "--lag-entries", "100")
@@ -78,6 +74,37 @@ func TestDoctorMemberLagging(t *testing.T) {
 	code, d = waitDoctor(t, all, func(d doctorJSON) bool { return len(d.Findings) == 0 }, "--lag-entries", "100")
 	t.Logf("doctor clean %s after healing (exit %d)", time.Since(started).Round(time.Millisecond), code)
 	logStatuses(t, c, "healed")
+}
+
+// writeConcurrently puts n keys through cli from 10 clients at once and fails the test if one
+// is refused. Under load a put waits for its fsyncs; concurrent puts share them, as a busy
+// cluster's do: 500 puts one after another once took longer than a minute on 2 busy cores.
+func writeConcurrently(t *testing.T, cli *clientv3.Client, n int, cutOff string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			for i := range next {
+				if _, err := cli.Put(ctx, fmt.Sprintf("lag/%04d", i), "v"); err != nil {
+					errs <- fmt.Errorf("write %d through the members other than %s: %w", i, cutOff, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitNoLeader waits up to 10 s until m's own status names no leader.

@@ -87,17 +87,8 @@ func startedEnviron(t *testing.T, rt local.Runtime) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		t.Fatalf("the member (pid %d) does not run: %v\n%s", pid, err, readLog(dir))
-	}
-	env := map[string]string{}
-	for _, kv := range bytes.Split(raw, []byte{0}) {
-		if name, value, ok := strings.Cut(string(kv), "="); ok {
-			env[name] = value
-		}
-	}
-	// It is etcd that runs with that environment: it serves.
+	// Read once etcd serves: read while the started process is still exec-ing etcd, its
+	// environ can be empty (seen once).
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		conn, err := net.DialTimeout("tcp", strings.TrimPrefix(client, "http://"), time.Second)
@@ -109,6 +100,16 @@ func startedEnviron(t *testing.T, rt local.Runtime) map[string]string {
 			t.Fatalf("the member never listened on %s\n%s", client, readLog(dir))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatalf("the member (pid %d) does not run: %v\n%s", pid, err, readLog(dir))
+	}
+	env := map[string]string{}
+	for _, kv := range bytes.Split(raw, []byte{0}) {
+		if name, value, ok := strings.Cut(string(kv), "="); ok {
+			env[name] = value
+		}
 	}
 	return env
 }
