@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -23,15 +20,14 @@ import (
 // every member under a client-go workload, checked after the repair.
 func TestDrillEveryIncident(t *testing.T) {
 	t.Parallel() // all its processes and folders are its own: it overlaps the other end-to-end tests
-	run := drillSuite
-	if run == nil {
-		t.Fatal("TestMain did not start the drill suite")
-	}
-	<-run.done
-	if run.err != nil {
-		t.Fatalf("drill: %v", run.err)
-	}
-	code, out, report := run.code, run.out, run.report
+	bin := etcdtest.EtcdmedicBinary(t)
+	etcdtest.KubeAPIServerBinary(t)
+	report := filepath.Join(t.TempDir(), "drills.html")
+	// About 6 minutes alone here, 8.5 to 11 beside the other tests (2.5 alone without
+	// --kubernetes): the longest test of the package, so its file sorts before most others and
+	// it starts among the first (go test starts parallel tests about in the order they are
+	// declared).
+	code, out := runBinaryWithin(t, 15*time.Minute, bin, "drill", "--kubernetes", "--report", report)
 	// The power-cut drill needs FUSE: where there is none it says so and is skipped.
 	if code != 0 || strings.Count(out, "PASSED")+strings.Count(out, "SKIPPED: ") != 5 || strings.Contains(out, "FAILED") {
 		t.Fatalf("drill: exit %d:\n%s", code, out)
@@ -58,62 +54,6 @@ func TestDrillEveryIncident(t *testing.T) {
 			t.Errorf("the report lacks %q", want)
 		}
 	}
-}
-
-// drillSuite is TestDrillEveryIncident's run of `etcdmedic drill --kubernetes`, started by
-// TestMain before the first test. About 6 minutes alone here and 10 beside the other tests
-// (2.5 alone without --kubernetes), it is the package's longest test by far: started with the
-// tests that cannot run in parallel, which leave a core idle, it ends about when the others
-// do, where started among the parallel tests it ran on for minutes after them.
-var drillSuite *drillRun
-
-type drillRun struct {
-	done   chan struct{} // closed when the run has ended
-	code   int
-	out    string
-	err    error // the drill could not be run (not: it failed)
-	report string
-}
-
-// startDrillSuite starts the drill suite in the background when TestDrillEveryIncident is
-// selected, bounded at 15 minutes.
-func startDrillSuite() {
-	if !etcdtest.Selected("TestDrillEveryIncident") {
-		return
-	}
-	run := &drillRun{done: make(chan struct{})}
-	drillSuite = run
-	bin, err := etcdtest.EtcdmedicBinaryPath()
-	if err != nil {
-		run.err = err
-		close(run.done)
-		return
-	}
-	dir, err := os.MkdirTemp("", "drill-suite-")
-	if err != nil {
-		run.err = err
-		close(run.done)
-		return
-	}
-	run.report = filepath.Join(dir, "drills.html")
-	go func() {
-		defer close(run.done)
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, bin, "drill", "--kubernetes", "--report", run.report)
-		out, err := cmd.CombinedOutput()
-		run.out = string(out)
-		var exit *exec.ExitError
-		switch {
-		case err == nil:
-		case ctx.Err() != nil:
-			run.err = fmt.Errorf("not finished within 15 minutes:\n%s", out)
-		case errorAs(err, &exit):
-			run.code = exit.ExitCode()
-		default:
-			run.err = err
-		}
-	}()
 }
 
 // workloadOps is the WORKLOAD OPS column of the drill table: "11545 (1194/s)".

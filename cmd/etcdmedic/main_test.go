@@ -16,7 +16,5 @@ func TestMain(m *testing.M) {
 		Etcdutl: []string{etcdtest.V3_6},
 		// The Kubernetes drills, incident 2 on kubeadm masters, and the restores.
 		KubeAPIServer: true,
-		// The longest test starts first: it runs beside the serial tests.
-		BeforeTests: startDrillSuite,
 	}))
 }

@@ -35,9 +35,8 @@ func TestRestoreUnderKubernetes(t *testing.T) {
 		{"without bump: revisions go back, caches stay stale", nil, false},
 		{"with --bump-revision --mark-compacted: informers relist and converge", []string{"--bump-revision", "1000000000", "--mark-compacted"}, true},
 	} {
-		// One after the other in this test's own slot: parallel subtests wait behind every
-		// test queued before them, and these two (a minute each) ended the run.
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			v, again := restoreUnderKubernetes(t, tc.flags)
 			kinds := map[kubeworkload.ViolationKind]int{}
 			for _, vi := range v.Violations {

@@ -44,9 +44,6 @@ func EtcdmedicBinary(t testing.TB) string {
 	return path
 }
 
-// EtcdmedicBinaryPath is EtcdmedicBinary outside a test (TestMain's BeforeTests).
-func EtcdmedicBinaryPath() (string, error) { return etcdmedicBinary() }
-
 func etcdmedicBinary() (string, error) {
 	linkedBuild.once.Do(func() {
 		linkedBuild.path, linkedBuild.err = buildEtcdmedic()

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,10 +26,6 @@ type Needs struct {
 	// S3 is set when the tests run a real S3 server (StartS3): SeaweedFS, about 6 minutes to
 	// build the first time.
 	S3 bool
-	// BeforeTests runs after the builds, just before the first test: a package's longest
-	// end-to-end run started here runs beside the tests that cannot run in parallel (they
-	// leave a core idle) instead of after them.
-	BeforeTests func()
 }
 
 // Main runs a test package's tests; call it from TestMain: os.Exit(etcdtest.Main(m, needs)).
@@ -60,30 +54,7 @@ func Main(m *testing.M, needs Needs) int {
 	if flagValue("test.run") == "" && flagValue("test.list") == "" {
 		needs.build()
 	}
-	if needs.BeforeTests != nil && flagValue("test.list") == "" {
-		needs.BeforeTests()
-	}
 	return m.Run()
-}
-
-// Selected says whether this run's -test.run and -test.skip select the top-level test name
-// (what TestMain's BeforeTests starts early must be a test that will wait for it).
-func Selected(name string) bool {
-	matches := func(flagName string) (bool, bool) {
-		pattern := flagValue(flagName)
-		if pattern == "" {
-			return false, false
-		}
-		top, _, _ := strings.Cut(pattern, "/")
-		re, err := regexp.Compile(top)
-		return err == nil && re.MatchString(name), true
-	}
-	if ok, set := matches("test.run"); set && !ok {
-		return false
-	}
-	// A skip pattern with a slash skips subtests only.
-	skipped, _ := matches("test.skip")
-	return !skipped || strings.Contains(flagValue("test.skip"), "/")
 }
 
 func flagValue(name string) string {
