@@ -142,13 +142,20 @@ func TestSIGTERMEndsDoctorWatchWithItsVerdict(t *testing.T) {
 	want, _, _ := runCLI(t, "doctor", "--endpoints", eps)
 
 	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), "doctor", "--endpoints", eps, "--watch", "200ms")
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr lockedBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill() })
-	time.Sleep(1500 * time.Millisecond) // a few rounds
+	// A few rounds after the first: a fixed 1.5 s once ended it before it had started (a
+	// SIGTERM before its handler is in place kills it, as it would any process).
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stdout.String(), c.Member("m1").Name); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("doctor --watch printed no round within 30 s:\n%s\n%s", stdout.String(), stderr.String())
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
