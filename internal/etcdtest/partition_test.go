@@ -69,7 +69,10 @@ func TestPeerProxiesIsolateAndHealFollower(t *testing.T) {
 		t.Errorf("isolated %s applied %d, leader at %d after %d writes: the follower kept receiving entries", follower.Name, fst.RaftAppliedIndex, lst.RaftIndex, len(acked))
 	}
 	last := acked[len(acked)-1]
-	resp, err := follower.Client(t).Get(ctx, last.Key, clientv3.WithSerializable())
+	// Its own 10 s: the reads above can use up most of ctx on a busy machine (seen once).
+	gctx, gcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer gcancel()
+	resp, err := follower.Client(t).Get(gctx, last.Key, clientv3.WithSerializable())
 	if err != nil || len(resp.Kvs) != 0 {
 		t.Errorf("isolated %s serves %s: %v %v", follower.Name, last.Key, resp, err)
 	}
