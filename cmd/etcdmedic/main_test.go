@@ -11,10 +11,11 @@ import (
 // die with the test binary.
 func TestMain(m *testing.M) {
 	os.Exit(etcdtest.Main(m, etcdtest.Needs{
-		// The upgrade drill runs v3.5.19, v3.5.24 and v3.6.16 too.
+		// The upgrade and doctor tests run the versions of incident 3 and its fixes.
 		Servers: []string{etcdtest.V3_5_19, etcdtest.V3_5_21, etcdtest.V3_5_24, etcdtest.V3_6, etcdtest.Linked},
 		Etcdutl: []string{etcdtest.V3_6},
-		// The Kubernetes drills, incident 2 on kubeadm masters, and the restores.
+		// Incident 2 on kubeadm masters, sandbox up --kubernetes, and the restores. (The
+		// drills are tested in cmd/etcdmedic/drills, a test binary of their own.)
 		KubeAPIServer: true,
 	}))
 }

@@ -48,15 +48,15 @@ type runRoot struct {
 // startRunRoot sweeps what earlier killed runs left, makes this run's root, starts its
 // watchdog, and points TMPDIR at the root (so t.TempDir and every child process use it).
 func startRunRoot() (*runRoot, error) {
-	base := runBase()
-	sweepAbandoned(base, os.TempDir()) // the other: runs made before on it
-	dir, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-", runRootPrefix, os.Getpid()))
+	sweepAbandoned(os.TempDir())
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", runRootPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("create the test run's root dir: %w", err)
 	}
+	mountMemory(dir)
 	rr, err := startWatchdog(dir)
 	if err != nil {
-		os.RemoveAll(dir)
+		removeRunRoot(dir)
 		return nil, err
 	}
 	os.Setenv("TMPDIR", dir)
@@ -143,8 +143,8 @@ func watch(root string) int {
 }
 
 // sweepAbandoned kills the processes of earlier runs whose test binary is gone and whose
-// watchdog could not finish (killed too), and removes their roots from the folders in bases.
-func sweepAbandoned(bases ...string) {
+// watchdog could not finish (killed too), and removes their roots from tmp.
+func sweepAbandoned(tmp string) {
 	gone := map[string]bool{} // run root → its test binary is gone
 	abandoned := func(pid int) bool {
 		for _, root := range runRootsOf(pid) {
@@ -167,11 +167,7 @@ func sweepAbandoned(bases ...string) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "etcdtest: %v\n", err)
 	}
-	var roots []string
-	for _, base := range slices.Compact(bases) {
-		found, _ := filepath.Glob(filepath.Join(base, runRootPrefix+"*"))
-		roots = append(roots, found...)
-	}
+	roots, _ := filepath.Glob(filepath.Join(tmp, runRootPrefix+"*"))
 	for _, root := range roots {
 		if ownerGone(root) {
 			if err := removeRunRoot(root); err != nil {

@@ -96,6 +96,9 @@ func TestKilledTestBinaryLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the victim's run root %s is still there (%v)", root, err)
 	}
+	if mounts, _ := mountsUnder(root); len(mounts) > 0 {
+		t.Errorf("the victim's run root left mounted: %v", mounts) // its tmpfs (mountMemory)
+	}
 	for watchdogOf(root) != 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
