@@ -76,7 +76,7 @@ func growByLearners(ctx context.Context, sb *sandbox.Sandbox, r *recorder, n int
 		if err != nil {
 			return err
 		}
-		if err := sb.Promote(ctx, m.Name, time.Minute); err != nil {
+		if err := sb.Promote(ctx, m.Name, 2*time.Minute); err != nil {
 			return fmt.Errorf("promote %s: %w", m.Name, err)
 		}
 		r.say("%s added as a learner and promoted (%s keeps it a learner in its v3 store: etcd #19557)", m.Name, upgradeFrom)

@@ -79,6 +79,9 @@ func TestRecoverFromSnapshotBumpsRevisions(t *testing.T) {
 	}
 
 	after := healthyAfterRestore(t, c)
+	// A context of its own: plan and apply take most of the first one's 30 s on a busy machine.
+	ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	got, err := after.Get(ctx, "/registry/pods/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
