@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
 
@@ -56,7 +57,7 @@ func commitWholeLog(dataDir, walDir string) (before, after uint64, err error) {
 	if err := w.wal.Close(); err != nil {
 		return before, 0, err
 	}
-	back, err := datadir.Inspect(dataDir, opts)
+	back, err := readBack(dataDir, opts)
 	if err != nil || back.Raft == nil {
 		return before, 0, fmt.Errorf("read back the WAL in %s: %v", walDir, err)
 	}
@@ -65,6 +66,25 @@ func commitWholeLog(dataDir, walDir string) (before, after uint64, err error) {
 	}
 	return before, last, nil
 }
+
+// readBack inspects a data dir whose WAL this process has just written and closed. A lock of
+// the closed WAL can outlive its Close for a moment: a child forked by another goroutine at
+// that instant shares the open file description, and its lock, until it execs (seen in the
+// tests, which run the commands in-process beside many others that start processes). So a
+// locked WAL is read again for up to readBackWait before it counts as held by another process.
+func readBack(dataDir string, opts datadir.Options) (*datadir.Report, error) {
+	deadline := time.Now().Add(readBackWait)
+	for {
+		r, err := datadir.Inspect(dataDir, opts)
+		if !errors.Is(err, datadir.ErrLocked) || time.Now().After(deadline) {
+			return r, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readBackWait bounds how long readBack waits for a lock of its own process to go.
+const readBackWait = 2 * time.Second
 
 // openAtTail opens the WAL for appending, reading only its newest segment when that holds the
 // end of the log (a segment starts with the HardState, and etcd reads a 1 GiB WAL in seconds),

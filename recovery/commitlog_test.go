@@ -1,7 +1,9 @@
 package recovery
 
 import (
+	"errors"
 	"os"
+	"time"
 
 	"path/filepath"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/datadir"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
@@ -172,5 +175,34 @@ func TestWALTailJudgement(t *testing.T) {
 		if (damage != "") != tt.damage || (cut != "") != tt.cut {
 			t.Errorf("%s: damage %q, cut %q", name, damage, cut)
 		}
+	}
+}
+
+// A WAL this process has just closed can stay locked a moment by a child forked at that
+// instant: the read back waits it out, and still names a lock that stays.
+func TestReadBackWaitsOutALockOfAMoment(t *testing.T) {
+	dataDir := writeLog(t, 3, 3)
+	segs, err := filepath.Glob(filepath.Join(dataDir, "member", "wal", "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no WAL segment: %v", err)
+	}
+	newest := segs[len(segs)-1]
+	held, err := fileutil.TryLockFile(newest, os.O_RDWR, fileutil.PrivateFileMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := time.AfterFunc(300*time.Millisecond, func() { held.Close() })
+	defer released.Stop()
+	if r, err := readBack(dataDir, datadir.Options{}); err != nil || r.Raft == nil || r.Raft.LastIndex != 3 {
+		t.Fatalf("read back after a lock of 300 ms: %v", err)
+	}
+
+	stays, err := fileutil.TryLockFile(newest, os.O_RDWR, fileutil.PrivateFileMode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stays.Close()
+	if _, err := readBack(dataDir, datadir.Options{}); !errors.Is(err, datadir.ErrLocked) {
+		t.Fatalf("read back under a lock that stays: %v, want %v", err, datadir.ErrLocked)
 	}
 }

@@ -61,7 +61,7 @@ func forceAlone(dataDir, walDir string) (removed []etcdmedic.ID, err error) {
 	if err := w.wal.Close(); err != nil {
 		return nil, err
 	}
-	back, err := datadir.Inspect(dataDir, opts)
+	back, err := readBack(dataDir, opts)
 	if err != nil || back.Raft == nil || back.Membership == nil {
 		return nil, fmt.Errorf("read back the WAL in %s: %v", walDir, orMissing(err))
 	}
