@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
@@ -22,17 +21,7 @@ func runBinary(t *testing.T, bin string, args ...string) (int, string) {
 // runBinaryWithin is runBinary with its own bound on the command's time.
 func runBinaryWithin(t *testing.T, limit time.Duration, bin string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), limit)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	if err != nil {
-		var exit *exec.ExitError
-		if errorAs(err, &exit) {
-			return exit.ExitCode(), string(out)
-		}
-		t.Fatalf("%v: %v", args, err)
-	}
-	return 0, string(out)
+	return etcdtest.RunWithin(t, limit, bin, args...)
 }
 
 func sandboxStatus(t *testing.T, bin, dir string) sandboxResult {

@@ -26,7 +26,7 @@ func TestDrillEveryIncident(t *testing.T) {
 	// --kubernetes): the run's longest test. There its workload makes 190 to 410 operations a
 	// second (66 in the power-cut drill, on FUSE), and the drills wait up to 2 minutes each
 	// for their 10,000.
-	code, out := runBinaryWithin(t, 15*time.Minute, bin, "drill", "--kubernetes", "--report", report)
+	code, out := etcdtest.RunWithin(t, 15*time.Minute, bin, "drill", "--kubernetes", "--report", report)
 	// The power-cut drill needs FUSE: where there is none it says so and is skipped.
 	if code != 0 || strings.Count(out, "PASSED")+strings.Count(out, "SKIPPED: ") != 5 || strings.Contains(out, "FAILED") {
 		t.Fatalf("drill: exit %d:\n%s", code, out)
@@ -64,7 +64,7 @@ var workloadOps = regexp.MustCompile(`\s(\d+) \(\d+/s\)\s`)
 // machine, one of the two once timed out promoting a learner).
 func TestDrillNaiveUpgradeFails(t *testing.T) {
 	bin := etcdtest.EtcdmedicBinary(t)
-	code, out := runBinaryWithin(t, 3*time.Minute, bin, "drill", "upgrade", "--naive")
+	code, out := etcdtest.RunWithin(t, 3*time.Minute, bin, "drill", "upgrade", "--naive")
 	if code != 0 || !strings.Contains(out, "too many learner members in cluster") || !strings.Contains(out, "PASSED") {
 		t.Fatalf("drill upgrade --naive: exit %d:\n%s", code, out)
 	}
