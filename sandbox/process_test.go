@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +52,7 @@ func TestStopSignalsOnlyTheMembersOwnProcess(t *testing.T) {
 			go func() { cmd.Wait(); close(exited) }()
 			t.Cleanup(func() { cmd.Process.Kill(); <-exited })
 
+			waitExeced(t, cmd.Process.Pid, tc.argv)
 			m := m
 			m.PID = cmd.Process.Pid
 			if m.Running() != tc.stopped {
@@ -71,6 +74,22 @@ func TestStopSignalsOnlyTheMembersOwnProcess(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// waitExeced waits (at most 10 s) until process pid runs argv: right after Start it may still
+// be the forked test binary, whose command line is not yet the member's (seen on a busy machine:
+// Running() false before the stop).
+func waitExeced(t *testing.T, pid int, argv []string) {
+	t.Helper()
+	want := strings.Join(argv, "\x00") + "\x00"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d does not run %v after 10 s", pid, argv)
+		}
 	}
 }
 
