@@ -566,7 +566,7 @@ func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
 	case live != nil && !live.IsLearner && live.Name != "":
 		a.say("%s already rejoined and was promoted (by a run interrupted before it could record it)", m.Name)
 		return nil
-	case live != nil && m.Runbook == "" && startedBefore(m.DataDir):
+	case live != nil && m.Runbook == "" && local.VerifyStopped(m.DataDir) != nil:
 		// Started as a learner by a run interrupted while it caught up: its data dir is the new
 		// member's, not old data. Go on from there.
 		a.say("%s runs as the learner an interrupted run started: waiting for it to catch up", m.Name)
@@ -604,15 +604,6 @@ func addedMember(ctx context.Context, cli *clientv3.Client, peerURLs []string) (
 	return nil, nil
 }
 
-// startedBefore reports whether a member process runs on dataDir: found by its pid file or
-// command line (a member just started has not locked its files yet), or holding its locks.
-func startedBefore(dataDir string) bool {
-	if _, _, ok := local.FindProcess(dataDir); ok {
-		return true
-	}
-	return local.VerifyStopped(dataDir) != nil
-}
-
 // alreadyStarted is a runtime whose member runs already: Start has nothing to do.
 type alreadyStarted struct{ runtime.Runtime }
 
@@ -638,9 +629,6 @@ func (c crashpointAfterStart) Start(ctx context.Context, m runtime.MemberSpec) e
 func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 	if err := local.VerifyStopped(m.DataDir); err != nil {
 		return fmt.Errorf("%s is running on its old data dir: %w", m.Name, err)
-	}
-	if pid, _, ok := local.FindProcess(m.DataDir); ok {
-		return fmt.Errorf("%s is running on its old data dir: pid %d (stop it first)", m.Name, pid)
 	}
 	if err := dataDirPresent(m.DataDir); errors.Is(err, fs.ErrNotExist) {
 		if !walLeft(m.WALDir) {

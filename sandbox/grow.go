@@ -7,7 +7,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // AddMember grows the running sandbox by one member, as etcd's runbook does: `member add`
@@ -64,7 +63,7 @@ func (sb *Sandbox) Promote(ctx context.Context, name string, timeout time.Durati
 			voters = append(voters, o.ClientURL)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: voters, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientOf(voters)
 	if err != nil {
 		return err
 	}

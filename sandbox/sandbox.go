@@ -429,8 +429,11 @@ func (sb *Sandbox) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-func (sb *Sandbox) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: sb.Endpoints(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+func (sb *Sandbox) client() (*clientv3.Client, error) { return clientOf(sb.Endpoints()) }
+
+// clientOf is a client over endpoints, as every sandbox command makes it.
+func clientOf(endpoints []string) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 }
 
 // Client returns a client over every member; the caller closes it.

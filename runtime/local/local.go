@@ -145,11 +145,16 @@ func (e *StillRunning) Error() string {
 	return fmt.Sprintf("%v: pid %d (%s) %s %s; to stop it for good: %s", ErrStillRunning, e.Holder.PID, e.Holder.Command, what, e.DataDir, e.Holder.StopHint(e.DataDir, e.Restarted))
 }
 
-// VerifyStopped checks by the data dir's locks that no process runs on it. A process that
-// holds them is looked for during a second: one just started may not have opened them all.
+// VerifyStopped checks by the data dir's locks that no process runs on it, nor an etcd whose
+// command line or environment names it: a member just started has not locked its files yet
+// (a recovery rerun once took such a learner for stopped). A process that holds the locks is
+// looked for during a second: one just started may not have opened them all.
 func VerifyStopped(dataDir string) error {
 	for i := 0; ; i++ {
 		if !datadir.RunningOn(dataDir) {
+			if pid, _, ok := FindProcess(dataDir); ok {
+				return &StillRunning{DataDir: dataDir, Holder: Describe(pid)}
+			}
 			return nil
 		}
 		if pids := Holders(dataDir); len(pids) > 0 {
