@@ -26,7 +26,9 @@ type Kubernetes struct {
 }
 
 // StartKubernetes starts a kube-apiserver (binary) beside every member, writes a kubeconfig
-// with a context per member into the sandbox dir, and waits until every apiserver is ready.
+// with a context per member into the sandbox dir, and waits until every apiserver is ready. An
+// apiserver that finds its port taken (by a process that chose it too between the choice and
+// the bind) is started again on another; one that exits otherwise fails it at once.
 func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout time.Duration) error {
 	if sb.Kubernetes != nil {
 		return errors.New("the sandbox runs Kubernetes already")
@@ -57,44 +59,122 @@ func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout t
 			return err
 		}
 	}
-	if err := sb.save(); err != nil {
+	if err := sb.saveKubernetes(); err != nil {
 		return err
 	}
-	if err := kubeapi.WriteKubeconfig(k.Kubeconfig, k.APIServers, creds); err != nil {
-		return err
+	_, moved, err := sb.waitKubernetesReady(ctx, timeout, true)
+	if moved { // the kubeconfig and the state name the ports the apiservers serve on
+		if serr := sb.saveKubernetes(); err == nil {
+			err = serr
+		}
 	}
-	_, err = sb.WaitKubernetesReady(ctx, timeout)
 	return err
 }
 
-// WaitKubernetesReady waits until every apiserver is ready, and returns when each was.
+func (sb *Sandbox) saveKubernetes() error {
+	if err := sb.save(); err != nil {
+		return err
+	}
+	return kubeapi.WriteKubeconfig(sb.Kubernetes.Kubeconfig, sb.Kubernetes.APIServers, &sb.Kubernetes.Credentials)
+}
+
+// WaitKubernetesReady waits until every apiserver is ready, and returns when each was. An
+// apiserver that exits meanwhile fails it at once, with its log's last lines.
 func (sb *Sandbox) WaitKubernetesReady(ctx context.Context, timeout time.Duration) (map[string]time.Time, error) {
+	ready, _, err := sb.waitKubernetesReady(ctx, timeout, false)
+	return ready, err
+}
+
+// waitKubernetesReady is WaitKubernetesReady; with movePorts, an apiserver that exited because
+// its port was taken is started again on another one (only before anything has used its URL),
+// and moved says whether one was.
+func (sb *Sandbox) waitKubernetesReady(ctx context.Context, timeout time.Duration, movePorts bool) (ready map[string]time.Time, moved bool, err error) {
 	if sb.Kubernetes == nil {
-		return nil, errors.New("the sandbox runs no Kubernetes")
+		return nil, false, errors.New("the sandbox runs no Kubernetes")
 	}
 	servers := sb.Kubernetes.APIServers
 	readyAt := make([]time.Time, len(servers))
 	errs := make([]error, len(servers))
+	var moving sync.Mutex // one apiserver moved at a time
 	var wg sync.WaitGroup
-	for i, s := range servers {
+	for i := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := kubeapi.WaitReady(ctx, s.URL, &sb.Kubernetes.Credentials, timeout); err != nil {
-				errs[i] = fmt.Errorf("%w (log: %s)", err, s.LogFile)
-				return
+			s := &servers[i]
+			portTaken := func() bool {
+				if !movePorts {
+					return false
+				}
+				moving.Lock()
+				defer moving.Unlock()
+				if err := sb.moveAPIServer(s); err != nil {
+					return false
+				}
+				moved = true
+				return true
 			}
-			readyAt[i] = time.Now()
+			if errs[i] = sb.waitAPIServer(ctx, s, timeout, portTaken); errs[i] == nil {
+				readyAt[i] = time.Now()
+			}
 		}()
 	}
 	wg.Wait()
-	out := map[string]time.Time{}
+	ready = map[string]time.Time{}
 	for i, s := range servers {
 		if !readyAt[i].IsZero() {
-			out[s.Name] = readyAt[i]
+			ready[s.Name] = readyAt[i]
 		}
 	}
-	return out, errors.Join(errs...)
+	return ready, moved, errors.Join(errs...)
+}
+
+// apiServerPortTries bounds how often one apiserver is started again on another port.
+const apiServerPortTries = 3
+
+// waitAPIServer waits until s is ready. When it has exited: if its log says its port was taken
+// and portTaken (at most apiServerPortTries times) started it again elsewhere, it goes on
+// waiting; else it fails with the log's last lines.
+func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout time.Duration, portTaken func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	started := time.Now()
+	for moves := 0; ; {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		err := kubeapi.Ready(rctx, s.URL, &sb.Kubernetes.Credentials)
+		rcancel()
+		if err == nil {
+			return nil
+		}
+		if !apiServerRunning(s) {
+			tail := lastLines(s.LogFile, 20)
+			if strings.Contains(tail, "address already in use") && moves < apiServerPortTries && portTaken() {
+				moves++
+				continue
+			}
+			return fmt.Errorf("the apiserver beside %s (%s) exited before it was ready; the last lines of %s:\n%s", s.Name, s.URL, s.LogFile, tail)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("apiserver %s not ready after %s: %v (log: %s)", s.URL, time.Since(started).Round(time.Second), err, s.LogFile)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// moveAPIServer starts s, which exited, again on a port chosen anew. Its log starts over (the
+// old one is kept beside it), so that what it says is its own.
+func (sb *Sandbox) moveAPIServer(s *kubeapi.Server) error {
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(s.LogFile, fmt.Sprintf("%s.port-%d-taken", s.LogFile, s.Port)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	s.Port = ports[0]
+	s.URL = fmt.Sprintf("https://127.0.0.1:%d", s.Port)
+	return sb.startAPIServer(s)
 }
 
 // APIServer returns the apiserver beside member name.

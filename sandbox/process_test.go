@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 		time.Sleep(5 * time.Minute)
 		os.Exit(0)
 	}
-	os.Exit(etcdtest.Main(m, etcdtest.Needs{}))
+	os.Exit(etcdtest.Main(m, etcdtest.Needs{Servers: []string{etcdtest.V3_6}, KubeAPIServer: true}))
 }
 
 // Which processes a member's recorded pid may be signalled as: only its own etcd, by its

@@ -487,4 +487,4 @@ func (sb *Sandbox) Env() string {
 
 // freePorts chooses n distinct free ports on 127.0.0.1, outside the kernel's ephemeral range
 // (see package freeport).
-func freePorts(n int) ([]int, error) { return freeport.Ports(n) }
+var freePorts = freeport.Ports

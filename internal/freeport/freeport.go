@@ -3,8 +3,11 @@
 // kernel's ephemeral range: outgoing connections take their local ports from that range, so a
 // port chosen inside it (as a listen on port 0 chooses) can be taken by any connection between
 // the choice and the bind ("bind: address already in use", seen under a busy test run).
-// Outside it only another listener can take it, and within a process no port is handed out
-// twice.
+// Outside it only another listener can take it. Within a process no port is handed out twice,
+// and across processes (the test binaries of a run, the etcdmedic binaries they start) a port
+// is claimed before it is tried and stays claimed for a while after it is handed out (see
+// claim), so two of them never give out the same port, nor try it while the other's process
+// is still starting up to bind it.
 package freeport
 
 import (
@@ -34,8 +37,13 @@ func Ports(n int) ([]int, error) {
 		if given[p] {
 			continue
 		}
+		release, ok := claim(p)
+		if !ok {
+			continue // another process chose it, or is trying it
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
+			release()
 			continue
 		}
 		l.Close()

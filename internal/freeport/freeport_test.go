@@ -19,3 +19,23 @@ func TestPortsAreDistinctAndOutsideTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// A port claimed by one process (here: by this one, the kernel makes no difference) cannot be
+// claimed again until it is released; the next test binary of a run then skips it.
+func TestAClaimedPortIsNotClaimedTwice(t *testing.T) {
+	lo, _ := band()
+	p := lo + 7
+	release, ok := claim(p)
+	if !ok {
+		t.Skipf("port %d is claimed by another process of this machine", p)
+	}
+	if _, again := claim(p); again && runtimeHasAbstractSockets {
+		t.Fatalf("port %d claimed twice", p)
+	}
+	release()
+	release2, ok := claim(p)
+	if !ok {
+		t.Fatalf("port %d not claimable after its release", p)
+	}
+	release2()
+}
