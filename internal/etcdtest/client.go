@@ -17,7 +17,11 @@ func (c *Cluster) newClient(endpoints []string) (*clientv3.Client, error) {
 }
 
 // dial connects to endpoints with a short reconnect backoff: gRPC's default grows to two
-// minutes, and a test restarts members far more often than that. tlsConfig nil means plain.
+// minutes, and a test restarts members far more often than that. Each attempt may take 5 s: a
+// TLS handshake by a -race test binary on a saturated machine can take more than a second, and
+// with 1 s every attempt gave up half-way (the member logged "connection reset by peer") for
+// half a minute, until a cluster's start timed out (seen once, two TLS tests at the same moment).
+// tlsConfig nil means plain.
 func dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
@@ -31,7 +35,7 @@ func dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 				Jitter:     0.2,
 				MaxDelay:   time.Second,
 			},
-			MinConnectTimeout: time.Second,
+			MinConnectTimeout: 5 * time.Second,
 		})},
 	})
 	if err != nil {
