@@ -5,9 +5,9 @@
 // the choice and the bind ("bind: address already in use", seen under a busy test run).
 // Outside it only another listener can take it. Within a process no port is handed out twice,
 // and across processes (the test binaries of a run, the etcdmedic binaries they start) a port
-// is claimed before it is tried and stays claimed for a while after it is handed out (see
-// claim), so two of them never give out the same port, nor try it while the other's process
-// is still starting up to bind it.
+// is claimed before it is tried and stays claimed while the process that handed it out lives
+// (see claim), so two of them never give out the same port, nor try one that a process of the
+// other is about to bind, or to bind again after a restart.
 package freeport
 
 import (
