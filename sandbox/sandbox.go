@@ -113,10 +113,31 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		sb.Down(5 * time.Second)
 		return nil, err
 	}
-	if err := sb.WaitReady(ctx, opts.ReadyTimeout); err != nil {
+	if err := sb.waitStarted(ctx, opts.ReadyTimeout); err != nil {
 		return sb, err
 	}
 	return sb, nil
+}
+
+// waitStarted waits until the members just started serve a linearizable read. A member that
+// exits meanwhile (its port taken, a flag its etcd does not know) fails it at once, with its
+// log's last lines.
+func (sb *Sandbox) waitStarted(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, m := range sb.Members {
+			if !m.Running() {
+				return fmt.Errorf("member %s exited before the sandbox was ready; the last lines of %s:\n%s", m.Name, m.LogFile, lastLines(m.LogFile, 20))
+			}
+		}
+		err := sb.WaitReady(ctx, min(2*time.Second, max(time.Until(deadline), time.Millisecond)))
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("sandbox not ready after %s: %w", timeout, err)
+		}
+	}
 }
 
 // Load reads the sandbox in dir.
