@@ -27,8 +27,9 @@ type Kubernetes struct {
 
 // StartKubernetes starts a kube-apiserver (binary) beside every member, writes a kubeconfig
 // with a context per member into the sandbox dir, and waits until every apiserver is ready. An
-// apiserver that finds its port taken (by a process that chose it too between the choice and
-// the bind) is started again on another; one that exits otherwise fails it at once.
+// apiserver that finds its port taken (by a process that listened on it between the choice and
+// the bind) is started again on another; one that exits otherwise is not waited for until the
+// timeout, and its error carries its log's last lines.
 func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout time.Duration) error {
 	if sb.Kubernetes != nil {
 		return errors.New("the sandbox runs Kubernetes already")
@@ -62,12 +63,7 @@ func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout t
 	if err := sb.saveKubernetes(); err != nil {
 		return err
 	}
-	_, moved, err := sb.waitKubernetesReady(ctx, timeout, true)
-	if moved { // the kubeconfig and the state name the ports the apiservers serve on
-		if serr := sb.saveKubernetes(); err == nil {
-			err = serr
-		}
-	}
+	_, err = sb.waitKubernetesReady(ctx, timeout, true)
 	return err
 }
 
@@ -78,41 +74,40 @@ func (sb *Sandbox) saveKubernetes() error {
 	return kubeapi.WriteKubeconfig(sb.Kubernetes.Kubeconfig, sb.Kubernetes.APIServers, &sb.Kubernetes.Credentials)
 }
 
-// WaitKubernetesReady waits until every apiserver is ready, and returns when each was. An
-// apiserver that exits meanwhile fails it at once, with its log's last lines.
+// WaitKubernetesReady waits until every apiserver is ready, and returns when each was. One
+// that exits meanwhile is not waited for until the timeout: its error carries its log's last
+// lines.
 func (sb *Sandbox) WaitKubernetesReady(ctx context.Context, timeout time.Duration) (map[string]time.Time, error) {
-	ready, _, err := sb.waitKubernetesReady(ctx, timeout, false)
-	return ready, err
+	return sb.waitKubernetesReady(ctx, timeout, false)
 }
 
 // waitKubernetesReady is WaitKubernetesReady; with movePorts, an apiserver that exited because
 // its port was taken is started again on another one (only before anything has used its URL),
-// and moved says whether one was.
-func (sb *Sandbox) waitKubernetesReady(ctx context.Context, timeout time.Duration, movePorts bool) (ready map[string]time.Time, moved bool, err error) {
+// and the sandbox's state and kubeconfig are written again at once.
+func (sb *Sandbox) waitKubernetesReady(ctx context.Context, timeout time.Duration, movePorts bool) (map[string]time.Time, error) {
 	if sb.Kubernetes == nil {
-		return nil, false, errors.New("the sandbox runs no Kubernetes")
+		return nil, errors.New("the sandbox runs no Kubernetes")
 	}
 	servers := sb.Kubernetes.APIServers
 	readyAt := make([]time.Time, len(servers))
 	errs := make([]error, len(servers))
-	var moving sync.Mutex // one apiserver moved at a time
+	var moving sync.Mutex // one apiserver moved, and the state written, at a time
 	var wg sync.WaitGroup
 	for i := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s := &servers[i]
-			portTaken := func() bool {
+			portTaken := func() error {
 				if !movePorts {
-					return false
+					return errors.New("its URL may be in use: not moved")
 				}
 				moving.Lock()
 				defer moving.Unlock()
 				if err := sb.moveAPIServer(s); err != nil {
-					return false
+					return err
 				}
-				moved = true
-				return true
+				return sb.saveKubernetes() // the ports the apiservers serve on
 			}
 			if errs[i] = sb.waitAPIServer(ctx, s, timeout, portTaken); errs[i] == nil {
 				readyAt[i] = time.Now()
@@ -120,13 +115,13 @@ func (sb *Sandbox) waitKubernetesReady(ctx context.Context, timeout time.Duratio
 		}()
 	}
 	wg.Wait()
-	ready = map[string]time.Time{}
+	ready := map[string]time.Time{}
 	for i, s := range servers {
 		if !readyAt[i].IsZero() {
 			ready[s.Name] = readyAt[i]
 		}
 	}
-	return ready, moved, errors.Join(errs...)
+	return ready, errors.Join(errs...)
 }
 
 // apiServerPortTries bounds how often one apiserver is started again on another port.
@@ -135,7 +130,7 @@ const apiServerPortTries = 3
 // waitAPIServer waits until s is ready. When it has exited: if its log says its port was taken
 // and portTaken (at most apiServerPortTries times) started it again elsewhere, it goes on
 // waiting; else it fails with the log's last lines.
-func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout time.Duration, portTaken func() bool) error {
+func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout time.Duration, portTaken func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := time.Now()
@@ -147,12 +142,17 @@ func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout
 			return nil
 		}
 		if !apiServerRunning(s) {
-			tail := lastLines(s.LogFile, 20)
-			if strings.Contains(tail, "address already in use") && moves < apiServerPortTries && portTaken() {
-				moves++
-				continue
+			url, log := s.URL, s.LogFile
+			tail := lastLines(log, 20)
+			exited := fmt.Errorf("the apiserver beside %s (%s) exited before it was ready; the last lines of %s:\n%s", s.Name, url, log, tail)
+			if !strings.Contains(tail, "address already in use") || moves == apiServerPortTries {
+				return exited
 			}
-			return fmt.Errorf("the apiserver beside %s (%s) exited before it was ready; the last lines of %s:\n%s", s.Name, s.URL, s.LogFile, tail)
+			if err := portTaken(); err != nil {
+				return fmt.Errorf("%w\nits port was taken; starting it on another: %v", exited, err)
+			}
+			moves++
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -163,7 +163,8 @@ func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout
 }
 
 // moveAPIServer starts s, which exited, again on a port chosen anew. Its log starts over (the
-// old one is kept beside it), so that what it says is its own.
+// old one is kept beside it), so that what it says is its own. If it cannot be started, s is
+// left as it was.
 func (sb *Sandbox) moveAPIServer(s *kubeapi.Server) error {
 	ports, err := freePorts(1)
 	if err != nil {
@@ -172,9 +173,14 @@ func (sb *Sandbox) moveAPIServer(s *kubeapi.Server) error {
 	if err := os.Rename(s.LogFile, fmt.Sprintf("%s.port-%d-taken", s.LogFile, s.Port)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	was := *s
 	s.Port = ports[0]
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", s.Port)
-	return sb.startAPIServer(s)
+	if err := sb.startAPIServer(s); err != nil {
+		*s = was
+		return err
+	}
+	return nil
 }
 
 // APIServer returns the apiserver beside member name.

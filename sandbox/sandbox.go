@@ -123,19 +123,38 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 // exits meanwhile (its port taken, a flag its etcd does not know) fails it at once, with its
 // log's last lines.
 func (sb *Sandbox) waitStarted(ctx context.Context, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cli, err := sb.client()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	exited := func() error {
 		for _, m := range sb.Members {
 			if !m.Running() {
 				return fmt.Errorf("member %s exited before the sandbox was ready; the last lines of %s:\n%s", m.Name, m.LogFile, lastLines(m.LogFile, 20))
 			}
 		}
-		err := sb.WaitReady(ctx, min(2*time.Second, max(time.Until(deadline), time.Millisecond)))
+		return nil
+	}
+	for {
+		if err := exited(); err != nil {
+			return err
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cli.Get(rctx, "etcdmedic/sandbox/ready")
+		rcancel()
 		if err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("sandbox not ready after %s: %w", timeout, err)
+		select {
+		case <-ctx.Done():
+			if xerr := exited(); xerr != nil {
+				return xerr
+			}
+			return fmt.Errorf("sandbox not ready after %s: %v (member logs are in %s)", timeout, err, sb.Dir)
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

@@ -4,10 +4,10 @@
 // port chosen inside it (as a listen on port 0 chooses) can be taken by any connection between
 // the choice and the bind ("bind: address already in use", seen under a busy test run).
 // Outside it only another listener can take it. Within a process no port is handed out twice,
-// and across processes (the test binaries of a run, the etcdmedic binaries they start) a port
-// is claimed before it is tried and stays claimed while the process that handed it out lives
-// (see claim), so two of them never give out the same port, nor try one that a process of the
-// other is about to bind, or to bind again after a restart.
+// and on Linux, across processes (the test binaries of a run, the etcdmedic binaries they
+// start), a port is claimed before it is tried and stays claimed while the process that handed
+// it out lives (its 1,024 newest ports; see claim): two of them do not give out the same port,
+// nor try one that a process of the other is about to bind, or to bind again after a restart.
 package freeport
 
 import (
@@ -37,7 +37,7 @@ func Ports(n int) ([]int, error) {
 		if given[p] {
 			continue
 		}
-		release, ok := claim(p)
+		keep, release, ok := claim(p)
 		if !ok {
 			continue // another process chose it, or is trying it
 		}
@@ -47,6 +47,7 @@ func Ports(n int) ([]int, error) {
 			continue
 		}
 		l.Close()
+		keep()
 		given[p] = true
 		out = append(out, p)
 	}
