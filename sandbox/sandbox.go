@@ -123,40 +123,14 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 // exits meanwhile (its port taken, a flag its etcd does not know) fails it at once, with its
 // log's last lines.
 func (sb *Sandbox) waitStarted(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cli, err := sb.client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	exited := func() error {
+	return sb.waitRead(ctx, timeout, func() error {
 		for _, m := range sb.Members {
 			if !m.Running() {
 				return fmt.Errorf("member %s exited before the sandbox was ready; the last lines of %s:\n%s", m.Name, m.LogFile, lastLines(m.LogFile, 20))
 			}
 		}
 		return nil
-	}
-	for {
-		if err := exited(); err != nil {
-			return err
-		}
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cli.Get(rctx, "etcdmedic/sandbox/ready")
-		rcancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if xerr := exited(); xerr != nil {
-				return xerr
-			}
-			return fmt.Errorf("sandbox not ready after %s: %v (member logs are in %s)", timeout, err, sb.Dir)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	})
 }
 
 // Load reads the sandbox in dir.
@@ -446,6 +420,12 @@ func stopOwn(pid int, own func(pid int) bool, grace time.Duration) (foreign bool
 
 // WaitReady waits until the running members serve a linearizable read.
 func (sb *Sandbox) WaitReady(ctx context.Context, timeout time.Duration) error {
+	return sb.waitRead(ctx, timeout, func() error { return nil })
+}
+
+// waitRead waits until a linearizable read through the sandbox's members succeeds, giving up
+// at the first error of broken (checked before each try, and once more at the timeout).
+func (sb *Sandbox) waitRead(ctx context.Context, timeout time.Duration, broken func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cli, err := sb.client()
@@ -453,17 +433,22 @@ func (sb *Sandbox) WaitReady(ctx context.Context, timeout time.Duration) error {
 		return err
 	}
 	defer cli.Close()
-	var lastErr error
 	for {
+		if err := broken(); err != nil {
+			return err
+		}
 		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-		_, lastErr = cli.Get(rctx, "etcdmedic/sandbox/ready")
+		_, err := cli.Get(rctx, "etcdmedic/sandbox/ready")
 		rcancel()
-		if lastErr == nil {
+		if err == nil {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sandbox not ready after %s: %v (member logs are in %s)", timeout, lastErr, sb.Dir)
+			if berr := broken(); berr != nil {
+				return berr
+			}
+			return fmt.Errorf("sandbox not ready after %s: %v (member logs are in %s)", timeout, err, sb.Dir)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
