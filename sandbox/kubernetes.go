@@ -141,7 +141,7 @@ func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout
 		if err == nil {
 			return nil
 		}
-		if !apiServerRunning(s) {
+		if !alive(s.PID) { // its process, not its command line: see waitStarted
 			url, log := s.URL, s.LogFile
 			tail := lastLines(log, 20)
 			exited := fmt.Errorf("the apiserver beside %s (%s) exited before it was ready; the last lines of %s:\n%s", s.Name, url, log, tail)

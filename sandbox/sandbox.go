@@ -121,11 +121,12 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 
 // waitStarted waits until the members just started serve a linearizable read. A member that
 // exits meanwhile (its port taken, a flag its etcd does not know) fails it at once, with its
-// log's last lines.
+// log's last lines. Exited means its process is gone, not Running's check of its command
+// line: right after an exec, /proc shows an empty one for a moment (seen in a full run).
 func (sb *Sandbox) waitStarted(ctx context.Context, timeout time.Duration) error {
 	return sb.waitRead(ctx, timeout, func() error {
 		for _, m := range sb.Members {
-			if !m.Running() {
+			if !alive(m.PID) {
 				return fmt.Errorf("member %s exited before the sandbox was ready; the last lines of %s:\n%s", m.Name, m.LogFile, lastLines(m.LogFile, 20))
 			}
 		}
