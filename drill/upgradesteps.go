@@ -109,7 +109,7 @@ func waitExit(ctx context.Context, sb *sandbox.Sandbox, name string, offset int6
 		return "", err
 	}
 	deadline := time.Now().Add(timeout)
-	for m.Running() {
+	for !m.Exited() { // just started: Running's check of its command line may not see it yet
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return "", fmt.Errorf("%s kept running on %s for %s: the naive upgrade did not fail (log: %s)", name, upgradeTo, timeout, m.LogFile)
 		}

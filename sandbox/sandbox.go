@@ -126,7 +126,7 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 func (sb *Sandbox) waitStarted(ctx context.Context, timeout time.Duration) error {
 	return sb.waitRead(ctx, timeout, func() error {
 		for _, m := range sb.Members {
-			if !alive(m.PID) {
+			if m.Exited() {
 				return fmt.Errorf("member %s exited before the sandbox was ready; the last lines of %s:\n%s", m.Name, m.LogFile, lastLines(m.LogFile, 20))
 			}
 		}
@@ -282,6 +282,13 @@ func (sb *Sandbox) startOn(command []string, m *Member, initialCluster, state st
 // to be this member (a pid is reused, and sandbox.json is only a file).
 func (m *Member) Running() bool {
 	return m.PID > 0 && alive(m.PID) && m.isOwnProcess(m.PID)
+}
+
+// Exited reports whether the process last started for the member is gone (or a zombie). Unlike
+// Running it does not read the command line, so it suits a process this sandbox just started:
+// right after the exec, /proc shows the new program's command line only a moment later.
+func (m *Member) Exited() bool {
+	return m.PID <= 0 || !alive(m.PID)
 }
 
 // isOwnProcess reports whether pid is this member's etcd: a server started on its data dir and
