@@ -12,6 +12,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/workload"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // runWorkload runs the default workload on c for d and returns its history.
@@ -211,9 +212,16 @@ func TestOlderCopyRestoredUnderRunningWatchersGivesWatchGaps(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	copies := copyAll(t, c)
-	time.Sleep(2 * time.Second) // the watchers pass revisions the copies lack
+	copied := revision(t, c)
+	// The watchers pass revisions the copies lack: 2 s, and 50 revisions at least (on a busy
+	// machine the workload once made 53 operations a second, and the new writes after the put
+	// back did not reach the revisions the watchers had seen: no gap to show).
+	time.Sleep(2 * time.Second)
+	waitRevision(t, c, copied+50)
+	passed := revision(t, c)
 	putBack(t, c, copies)
-	time.Sleep(3 * time.Second) // new writes take the revisions again
+	time.Sleep(3 * time.Second) // new writes take the revisions again, and go past them
+	waitRevision(t, c, passed+50)
 	h := w.Stop()
 	readFinal(t, c, h)
 
@@ -224,6 +232,36 @@ func TestOlderCopyRestoredUnderRunningWatchersGivesWatchGaps(t *testing.T) {
 	t.Logf("first: %s", vs[0])
 	if all := Check(h); all.Result != Violated {
 		t.Fatalf("Check: %s", all)
+	}
+}
+
+// revision is c's current revision.
+func revision(t *testing.T, c *etcdtest.Cluster) int64 {
+	t.Helper()
+	return revisionThrough(t, c.Client(t))
+}
+
+func revisionThrough(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, "history-test/revision")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Header.Revision
+}
+
+// waitRevision waits (at most a minute) until c's revision is at least rev.
+func waitRevision(t *testing.T, c *etcdtest.Cluster, rev int64) {
+	t.Helper()
+	cli := c.Client(t)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if now := revisionThrough(t, cli); now >= rev {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("revision %d after a minute, want %d: the workload is not writing", now, rev)
+		}
 	}
 }
 
