@@ -63,7 +63,9 @@ func TestRestoredOlderCopyLosesAcknowledgedWrites(t *testing.T) {
 	}
 	time.Sleep(2 * time.Second)
 	copies := copyAll(t, c)
+	copied := revision(t, c)
 	time.Sleep(3 * time.Second) // the workload resumes and writes past the copies
+	waitRevision(t, c, copied+200)
 	h := w.Stop()
 
 	putBack(t, c, copies)
@@ -161,14 +163,18 @@ func TestSnapshotRestoredUnderRunningWorkloadGivesStaleReads(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	snapshot := t.TempDir() + "/older.db"
 	saveSnapshot(t, c, snapshot)
+	saved := revision(t, c)
 	time.Sleep(2 * time.Second) // acknowledged writes the snapshot lacks
+	waitRevision(t, c, saved+50)
 
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	restoreBumped(t, m, snapshot)
 	startAll(t, c)
+	restored := revision(t, c)
 	time.Sleep(3 * time.Second) // the workload reads and writes the restored cluster
+	waitRevision(t, c, restored+50)
 	h := w.Stop()
 	readFinal(t, c, h)
 
@@ -213,9 +219,10 @@ func TestOlderCopyRestoredUnderRunningWatchersGivesWatchGaps(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	copies := copyAll(t, c)
 	copied := revision(t, c)
-	// The watchers pass revisions the copies lack: 2 s, and 50 revisions at least (on a busy
-	// machine the workload once made 53 operations a second, and the new writes after the put
-	// back did not reach the revisions the watchers had seen: no gap to show).
+	// The watchers pass revisions the copies lack: 2 s, and 50 revisions at least. The waits
+	// for revisions here and in the tests above are for a busy machine: in a full run the
+	// workload once made 53 operations a second, and the new writes after the put back did not
+	// reach the revisions the watchers had seen, so there was no gap to show.
 	time.Sleep(2 * time.Second)
 	waitRevision(t, c, copied+50)
 	passed := revision(t, c)
