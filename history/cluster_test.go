@@ -62,6 +62,7 @@ func TestRestoredOlderCopyLosesAcknowledgedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)
+	waitRevision(t, c, 200) // the copies hold most of the 64 keys, however slow the machine
 	copies := copyAll(t, c)
 	copied := revision(t, c)
 	time.Sleep(3 * time.Second) // the workload resumes and writes past the copies
@@ -226,6 +227,8 @@ func TestOlderCopyRestoredUnderRunningWatchersGivesWatchGaps(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	waitRevision(t, c, copied+50)
 	passed := revision(t, c)
+	// ...and the watchers, back from the copy's stop on their client's backoff, have seen one.
+	waitWatchers(t, w, copied+1)
 	putBack(t, c, copies)
 	time.Sleep(3 * time.Second) // new writes take the revisions again, and go past them
 	waitRevision(t, c, passed+50)
@@ -257,6 +260,19 @@ func revisionThrough(t *testing.T, cli *clientv3.Client) int64 {
 		t.Fatal(err)
 	}
 	return resp.Header.Revision
+}
+
+// waitWatchers waits (at most a minute) until every watcher of w has received an event at rev
+// or later.
+func waitWatchers(t *testing.T, w *workload.Workload, rev int64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if now := w.WatchedThrough(); now >= rev {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the watchers have received events up to revision %d after a minute, want %d", now, rev)
+		}
+	}
 }
 
 // waitRevision waits (at most a minute) until c's revision is at least rev.

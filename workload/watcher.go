@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,6 +14,8 @@ type watcher struct {
 	cli    *clientv3.Client
 	prefix string
 	watch  Watch // only run writes it until Stop's wait returns
+	// through is the newest revision it has received an event of (0: none yet).
+	through atomic.Int64
 }
 
 // resumeDelay is the pause before a watch is reopened after an error.
@@ -42,6 +45,7 @@ func (w *watcher) follow(ctx context.Context, next int64) int64 {
 			}
 			w.watch.Events = append(w.watch.Events, e)
 			next = e.Revision + 1
+			w.through.Store(e.Revision)
 		}
 		if err := resp.Err(); err != nil {
 			if ctx.Err() != nil {

@@ -159,6 +159,18 @@ func (w *Workload) Acked() int {
 	return w.acked
 }
 
+// WatchedThrough is the newest revision every watcher has received an event of: the lowest of
+// their newest (0 while one has received none).
+func (w *Workload) WatchedThrough() int64 {
+	var low int64
+	for i, wt := range w.watches {
+		if r := wt.through.Load(); i == 0 || r < low {
+			low = r
+		}
+	}
+	return low
+}
+
 // RunUntil lets the workload go on for at least min, then until it has at least n operations
 // acknowledged, for at most max in all (or until ctx ends): a drill's history has the size it
 // promises whatever the machine's speed, within a bound.

@@ -49,10 +49,24 @@ func TestWorkloadRecordsEveryOperationOnAHealthyCluster(t *testing.T) {
 	if len(h.Watches) != 2 {
 		t.Fatalf("%d watches, want 2", len(h.Watches))
 	}
+	var lowest int64
 	for i, wt := range h.Watches {
 		if len(wt.Events) == 0 {
 			t.Errorf("watcher %d saw no event", i)
+			continue
 		}
+		var last int64
+		for _, e := range wt.Events {
+			if e.Err == "" {
+				last = e.Revision
+			}
+		}
+		if i == 0 || last < lowest {
+			lowest = last
+		}
+	}
+	if got := w.WatchedThrough(); got != lowest || got == 0 {
+		t.Errorf("WatchedThrough %d, want %d: the lowest of the watchers' newest revisions", got, lowest)
 	}
 	kept := 0
 	for _, l := range h.Leases {

@@ -25,10 +25,12 @@ func TestBackupOverTLSThenPrune(t *testing.T) {
 	ep := c.Members()[0].ClientURL
 	dir := filepath.Join(t.TempDir(), "store")
 	storeURL := "file://" + dir
-	tls := []string{"--endpoints", ep, "--cacert", certs.CAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile}
+	// 10 s per command: a TLS handshake of a -race binary on a loaded machine can take seconds
+	// (the timeouts only bound waits; nothing here is timed).
+	tls := []string{"--endpoints", ep, "--cacert", certs.CAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "10s"}
 
 	code, out, errOut := runCLI(t, "backup", "now", "--store", storeURL, "--endpoints", ep, "--cacert", certs.OtherCAFile,
-		"--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "3s")
+		"--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "10s")
 	if code == exitOK || !strings.Contains(errOut, "certificate signed by unknown authority") {
 		t.Fatalf("backup now with a wrong CA: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -53,7 +55,7 @@ func TestBackupOverTLSThenPrune(t *testing.T) {
 		t.Fatalf("backup verify %s: exit %d\n%s\n%s", ids[0], code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "backup", "verify", "--point", "--store", storeURL, "--endpoints", ep, "--cacert", certs.OtherCAFile,
-		"--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "3s", "--etcd-command", etcd, "--etcdutl", etcdutl)
+		"--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "10s", "--etcd-command", etcd, "--etcdutl", etcdutl)
 	if code == exitOK || !strings.Contains(errOut, "certificate signed by unknown authority") || strings.Count(strings.TrimSpace(errOut), "\n") > 2 {
 		t.Fatalf("backup verify --point with a wrong CA: exit %d\n%s\n%s", code, out, errOut)
 	}

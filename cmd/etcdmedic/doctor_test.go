@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -391,17 +393,50 @@ func evidenceOf(f *finding.Finding) string {
 func TestDoctorWatchPrintsChanges(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
-	done := make(chan string)
+	out := &outputWatch{want: "FINDINGS: none", seen: make(chan struct{})}
+	done := make(chan struct{})
 	go func() {
-		_, out, _ := runCLIQuiet("doctor", "--endpoints", strings.Join(c.Endpoints(), ","), "--command-timeout", "1s", "--watch", "400ms", "--watch-rounds", "8")
-		done <- out
+		defer close(done)
+		run([]string{"doctor", "--endpoints", strings.Join(c.Endpoints(), ","), "--command-timeout", "5s", "--watch", "400ms", "--watch-rounds", "8"}, out, io.Discard)
 	}()
-	time.Sleep(900 * time.Millisecond)
-	c.Member("m3").Kill()
-	out := <-done
-	if !strings.Contains(out, "FINDINGS: none") || !strings.Contains(out, "+ [CRITICAL] quorum-at-risk") || !strings.Contains(out, "member m3: up") {
-		t.Fatalf("watch output:\n%s", out)
+	// m3 dies once the first round has seen the cluster whole (under a loaded run a round can
+	// take longer than a fixed wait).
+	select {
+	case <-out.seen:
+	case <-done:
+	case <-time.After(time.Minute):
 	}
+	c.Member("m3").Kill()
+	<-done
+	if got := out.String(); !strings.Contains(got, "FINDINGS: none") || !strings.Contains(got, "+ [CRITICAL] quorum-at-risk") || !strings.Contains(got, "member m3: up") {
+		t.Fatalf("watch output:\n%s", got)
+	}
+}
+
+// outputWatch is a command's standard output, safe to write from its goroutine, that closes
+// seen once want has been written.
+type outputWatch struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *outputWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if strings.Contains(w.buf.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+func (w *outputWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 func TestDoctorNoEndpointReachable(t *testing.T) {

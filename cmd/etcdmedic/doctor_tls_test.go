@@ -16,7 +16,9 @@ func TestDoctorTLS(t *testing.T) {
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, TLS: certs})
 	ep := c.Member("m1").ClientURL
 
-	code, d := doctor(t, []string{ep}, "--cacert", certs.CAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile)
+	// Every probe here makes two TLS handshakes; a -race binary on a loaded machine needs more
+	// than doctor's usual 3 s for a member's (the timeouts only bound waits, nothing is timed).
+	code, d := doctor(t, []string{ep}, "--cacert", certs.CAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "10s")
 	if code != exitOK || len(d.Findings) != 0 || d.Quorum.VotersUp != 3 {
 		t.Fatalf("TLS cluster with the right certs: exit %d, %s, %+v", code, d.ids(), d.Quorum)
 	}
@@ -26,12 +28,13 @@ func TestDoctorTLS(t *testing.T) {
 	t.Setenv("ETCDCTL_CACERT", certs.CAFile)
 	t.Setenv("ETCDCTL_CERT", certs.ClientCertFile)
 	t.Setenv("ETCDCTL_KEY", certs.ClientKeyFile)
+	t.Setenv("ETCDCTL_COMMAND_TIMEOUT", "10s")
 	if code, out, errOut := runCLI(t, "doctor"); code != exitOK {
 		t.Fatalf("from ETCDCTL_* variables: exit %d\n%s%s", code, out, errOut)
 	}
 
 	// A wrong CA: one clear line naming the certificate problem, exit 3.
-	code, out, errOut := runCLI(t, "doctor", "--endpoints", ep, "--cacert", certs.OtherCAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "2s")
+	code, out, errOut := runCLI(t, "doctor", "--endpoints", ep, "--cacert", certs.OtherCAFile, "--cert", certs.ClientCertFile, "--key", certs.ClientKeyFile, "--command-timeout", "10s")
 	if code != exitFailed || !strings.Contains(errOut, "certificate signed by unknown authority") || out != "" {
 		t.Fatalf("wrong CA: exit %d\nstdout %q\nstderr %q", code, out, errOut)
 	}
@@ -59,13 +62,13 @@ func TestDoctorDiscoversKubeadm(t *testing.T) {
 	manifest := filepath.Join(t.TempDir(), "etcd.yaml")
 	writeFile(t, manifest, fmt.Sprintf(kubeadmManifest, m1.ClientURL, m1.ClientURL, m1.PeerURL, m1.PeerURL, pki, pki, m1.ClientURL, pki, pki, pki, pki))
 
-	code, out, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest)
+	code, out, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest, "--command-timeout", "10s")
 	if code != exitOK || !strings.Contains(out, "3 of 3 voters up") {
 		t.Fatalf("kubeadm discovery: exit %d\n%s%s", code, out, errOut)
 	}
 	// Without healthcheck-client.crt, the server certificate serves as the client certificate.
 	os.Remove(filepath.Join(pki, "healthcheck-client.crt"))
-	if code, out, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest); code != exitOK {
+	if code, out, errOut := runCLI(t, "doctor", "--discover-kubeadm="+manifest, "--command-timeout", "10s"); code != exitOK {
 		t.Fatalf("kubeadm discovery with the server cert: exit %d\n%s%s", code, out, errOut)
 	}
 	// A manifest that is not YAML.

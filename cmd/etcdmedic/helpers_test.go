@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"io/fs"
@@ -94,12 +93,6 @@ func listenSilently(t *testing.T) string {
 		}
 	})
 	return l.Addr().String()
-}
-
-func runCLIQuiet(args ...string) (int, string, string) {
-	var out, errOut bytes.Buffer
-	code := run(args, &out, &errOut)
-	return code, out.String(), errOut.String()
 }
 
 func clientv3WithPrefix() clientv3.OpOption { return clientv3.WithPrefix() }

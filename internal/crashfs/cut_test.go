@@ -134,6 +134,8 @@ func TestCutDuringWritesLeavesWhatTheFsyncsCovered(t *testing.T) {
 	attempted := make([]int, writers) // bytes the fsync that failed would have covered: the cut may
 	// have made it durable and then lost its answer
 	var wg sync.WaitGroup
+	var firstFsyncs sync.WaitGroup // each writer's first fsync done: the cut comes after them
+	firstFsyncs.Add(writers)
 	for w := range writers {
 		path := filepath.Join(mnt, fmt.Sprintf("w%d", w))
 		writeSynced(t, path, "")
@@ -144,6 +146,8 @@ func TestCutDuringWritesLeavesWhatTheFsyncsCovered(t *testing.T) {
 		}
 		defer file.Close()
 		wg.Go(func() {
+			var first sync.Once
+			defer first.Do(firstFsyncs.Done) // a writer that failed first does not hold the cut
 			block := bytes.Repeat([]byte{byte('a' + w)}, 1000)
 			for i := range 100_000 { // until the cut fails a write; bounded regardless
 				if _, err := file.WriteAt(block, int64(i*len(block))); err != nil {
@@ -155,9 +159,18 @@ func TestCutDuringWritesLeavesWhatTheFsyncsCovered(t *testing.T) {
 						return
 					}
 					durable[w] = (i + 1) * len(block)
+					first.Do(firstFsyncs.Done)
 				}
 			}
 		})
+	}
+	// Every writer under way (a loaded machine can take longer than the 300 ms that follow to
+	// start four of them), then 300 ms of writes to cut into.
+	synced := make(chan struct{})
+	go func() { firstFsyncs.Wait(); close(synced) }()
+	select {
+	case <-synced:
+	case <-time.After(30 * time.Second):
 	}
 	time.Sleep(300 * time.Millisecond)
 	report := cutAndRemount(t, f, backing, mnt, CutOptions{})

@@ -53,13 +53,17 @@ func TestPeerProxiesIsolateAndHealFollower(t *testing.T) {
 		t.Fatal("the majority side acknowledged no write")
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	fst, err := follower.Status(ctx)
+	// Each Status opens a TLS client of its own: 15 s each, as a handshake of a -race binary on
+	// a loaded machine can take seconds.
+	fctx, fcancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer fcancel()
+	fst, err := follower.Status(fctx)
 	if err != nil {
 		t.Fatalf("the isolated member must still answer on its client port: %v", err)
 	}
-	lst, err := leader.Status(ctx)
+	lctx, lcancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer lcancel()
+	lst, err := leader.Status(lctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +73,7 @@ func TestPeerProxiesIsolateAndHealFollower(t *testing.T) {
 		t.Errorf("isolated %s applied %d, leader at %d after %d writes: the follower kept receiving entries", follower.Name, fst.RaftAppliedIndex, lst.RaftIndex, len(acked))
 	}
 	last := acked[len(acked)-1]
-	// Its own 10 s: the reads above can use up most of ctx on a busy machine (seen once).
+	// Its own 10 s, like the reads above (seen once on a busy machine when they shared one).
 	gctx, gcancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer gcancel()
 	resp, err := follower.Client(t).Get(gctx, last.Key, clientv3.WithSerializable())

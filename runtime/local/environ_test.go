@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/internal/freeport"
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
@@ -114,14 +115,15 @@ func startedEnviron(t *testing.T, rt local.Runtime) map[string]string {
 	return env
 }
 
+// freePort is a port outside the ephemeral range, claimed against every other test process
+// (a port of that range can be taken by any outgoing connection before etcd binds it).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Ports(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
+	return fmt.Sprintf("http://127.0.0.1:%d", ports[0])
 }
 
 func readLog(dataDir string) string {
