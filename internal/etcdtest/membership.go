@@ -181,7 +181,9 @@ func (c *Cluster) PromoteMember(t testing.TB, m *Member) {
 }
 
 // RemoveMember removes m from the cluster through the API (retrying "unhealthy cluster" for up
-// to 15 s) and stops its process. m stays usable, e.g. to restart it on its stale data.
+// to 15 s) and stops its process: a running m gets up to removedExitTimeout to stop by itself,
+// as etcd does once it has applied its own removal or heard of it from its peers, so that its
+// data dir is what etcd left. m stays usable, e.g. to restart it on its stale data.
 func (c *Cluster) RemoveMember(t testing.TB, m *Member) {
 	t.Helper()
 	eps := c.endpointsExcept(m)
@@ -208,9 +210,51 @@ func (c *Cluster) RemoveMember(t testing.TB, m *Member) {
 		}
 	}
 	c.mu.Unlock()
+	if m.IsRunning() {
+		ctx, cancel := context.WithTimeout(t.Context(), removedExitTimeout)
+		_, _ = m.WaitExit(ctx)
+		cancel()
+	}
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// removedExitTimeout bounds the wait for a removed member to stop by itself (etcd waits a
+// second after applying its removal).
+const removedExitTimeout = 10 * time.Second
+
+// MoveLeader makes to the leader (etcd's MoveLeader, asked of the current leader), trying again
+// for up to 30 s while leadership moves. A leader removed from its cluster applies its own
+// removal, and its data dir says so; a follower can be cut off before it hears that the
+// removal committed.
+func (c *Cluster) MoveLeader(t testing.TB, to *Member) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		leader := c.Leader(t)
+		if leader == to {
+			return
+		}
+		err = c.askMoveLeader(t.Context(), leader, to)
+		if !sleepCtx(t.Context(), 200*time.Millisecond) {
+			break
+		}
+	}
+	t.Fatal(c.describe(fmt.Sprintf("move the leader to %s: still not the leader after 30 s (last: %v)", to.Name, err)))
+}
+
+func (c *Cluster) askMoveLeader(ctx context.Context, leader, to *Member) error {
+	cli, err := c.newClient([]string{leader.ClientURL})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err = cli.MoveLeader(ctx, to.ID)
+	return err
 }
 
 // retryReconfig runs op (5 s per try) until it succeeds, fails with an error that is not
