@@ -2,7 +2,9 @@ package etcdtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +74,7 @@ func (c *Cluster) AddMember(t testing.TB, name string, opts AddOptions) *Member 
 	m.extraFlags = append([]string(nil), opts.ExtraFlags...)
 	m.learner.Store(opts.Learner)
 
+	c.waitClusterVersion(t)
 	cli, err := c.newClient(c.Endpoints())
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +181,59 @@ func (c *Cluster) PromoteMember(t testing.TB, m *Member) {
 		}
 	}
 	t.Fatal(m.errorf("not promoted: %v", lastErr))
+}
+
+// clusterVersionTimeout bounds waitClusterVersion.
+const clusterVersionTimeout = 30 * time.Second
+
+// waitClusterVersion waits until every running member has decided the cluster version. etcd
+// v3.5 refuses to start a member that joins before that ("incompatible with current running
+// cluster": its peers' cluster version is "not_decided"), and a first member decides it some
+// seconds after it starts, later on a loaded machine (CI-32). After clusterVersionTimeout it
+// logs what it saw and lets the add go on.
+func (c *Cluster) waitClusterVersion(t testing.TB) {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: c.clientTLS}}
+	defer hc.CloseIdleConnections()
+	deadline := time.Now().Add(clusterVersionTimeout)
+	for {
+		undecided := ""
+		for _, m := range c.Members() {
+			if !m.IsRunning() {
+				continue
+			}
+			if v, err := clusterVersionOf(hc, m.ClientURL); err != nil || v == "" || v == "not_decided" {
+				undecided = fmt.Sprintf("%s: cluster version %q (%v)", m.Name, v, err)
+				break
+			}
+		}
+		if undecided == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("etcdtest: the cluster version is still not decided after %s (%s): adding the member anyway", clusterVersionTimeout, undecided)
+			return
+		}
+		if !sleepCtx(t.Context(), 200*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// clusterVersionOf is the cluster version a member serves on its /version endpoint.
+func clusterVersionOf(hc *http.Client, clientURL string) (string, error) {
+	resp, err := hc.Get(strings.TrimSuffix(clientURL, "/") + "/version")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return "", err
+	}
+	return v.Cluster, nil
 }
 
 // RemoveMember removes m from the cluster through the API (retrying "unhealthy cluster" for up
