@@ -74,8 +74,12 @@ func TestRestoredOlderCopyLosesAcknowledgedWrites(t *testing.T) {
 
 	v := Check(h)
 	t.Logf("verdict %s", v)
-	if v.Result != Violated || (v.Violation.Rule != LostWrite && v.Violation.Rule != DeleteUndone) {
-		t.Fatalf("verdict %s, want a lost write or an undone delete", v)
+	// The first violation may also be a lease key written after the copy: once the old copies'
+	// expiring leases have deleted their keys, the restored store's revision can pass the lost
+	// write's (revisions are handed out again), and the key reads as vanished under its kept-alive
+	// lease rather than as in a store older than the write (CI-35).
+	if v.Result != Violated || (v.Violation.Rule != LostWrite && v.Violation.Rule != DeleteUndone && v.Violation.Rule != LeaseKeyVanished) {
+		t.Fatalf("verdict %s, want a lost write, an undone delete or a vanished lease key", v)
 	}
 	rules := map[Rule]int{}
 	for _, found := range finalState(h) {
