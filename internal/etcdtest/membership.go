@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -227,9 +228,7 @@ func clusterVersionOf(hc *http.Client, clientURL string) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	var v struct {
-		Cluster string `json:"etcdcluster"`
-	}
+	var v version.Versions
 	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		return "", err
 	}
