@@ -61,7 +61,7 @@ func buildTemplate(t *testing.T, root string) (string, error) {
 		c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.Linked})
 		cli := c.Client(t)
 		for i := 0; i < 300; i++ {
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			_, err := cli.Put(ctx, fmt.Sprintf("fixture/%04d", i), fmt.Sprintf("value-%d", i))
 			cancel()
 			if err != nil {

@@ -49,7 +49,7 @@ func grownCluster(t *testing.T, version string, snapshotCount int) (*etcdtest.Cl
 	cli := c.Client(t)
 	put := func(prefix string, n int) {
 		for i := 0; i < n; i++ {
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			_, err := cli.Put(ctx, fmt.Sprintf("%s/%03d", prefix, i), "v")
 			cancel()
 			if err != nil {
@@ -78,7 +78,7 @@ func grownCluster(t *testing.T, version string, snapshotCount int) (*etcdtest.Cl
 	}
 	order = append(order, leader)
 	for _, m := range c.Members() {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		st, err := m.Status(ctx)
 		cancel()
 		if err != nil {

@@ -26,7 +26,7 @@ func TestInspectDeepOnADamagedPageNeverCrashes(t *testing.T) {
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.Linked})
 	cli := c.Client(t)
 	for i := range 300 {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		_, err := cli.Put(ctx, fmt.Sprintf("deep/%04d", i), fmt.Sprintf("value-%d", i))
 		cancel()
 		if err != nil {

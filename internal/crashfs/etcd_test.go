@@ -29,7 +29,7 @@ func TestEtcdKeepsEveryAcknowledgedPutThroughAPowerCut(t *testing.T) {
 	load := etcdtest.StartLoad(t.Context(), t, cli, etcdtest.LoadSpec{Prefix: "load/", Rate: 200})
 	const puts = 200
 	for i := range puts {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		_, err := cli.Put(ctx, key(i), value(i))
 		cancel()
 		if err != nil {
