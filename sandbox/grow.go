@@ -15,22 +15,24 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// joinTimeout bounds each of AddMember's waits: for the cluster to decide its version, and
-// for the new member to serve.
-const joinTimeout = 30 * time.Second
+// joinTimeout bounds AddMember's wait for the cluster to decide its version and its member
+// add; serveTimeout its wait for the new member to serve (a learner's first publish can take
+// 7 s and more on a loaded machine).
+const (
+	joinTimeout  = 30 * time.Second
+	serveTimeout = 2 * time.Minute
+)
 
 // AddMember grows the running sandbox by one member, as etcd's runbook does: `member add`
 // (as a learner when learner is set; Promote it once it has caught up), then the new member
 // started with --initial-cluster-state existing on a fresh data dir. It returns once the new
 // member serves; a new member that exits first fails it at once, with its log's last lines
-// (the member stays in the sandbox and in etcd's membership: sandbox down removes both).
+// (the member stays in the sandbox, which sandbox down stops, and in etcd's membership).
 func (sb *Sandbox) AddMember(ctx context.Context, learner bool) (*Member, error) {
 	// etcd v3.5 refuses to start a member that joins while its peers' cluster version is
 	// still "not_decided" ("incompatible with current running cluster"), which a first
 	// member decides only once it has led for a moment: later on a loaded machine.
-	if err := sb.waitClusterVersion(ctx, joinTimeout); err != nil {
-		return nil, err
-	}
+	sb.waitClusterVersion(ctx, joinTimeout)
 	ports, err := freePorts(2)
 	if err != nil {
 		return nil, err
@@ -55,8 +57,10 @@ func (sb *Sandbox) AddMember(ctx context.Context, learner bool) (*Member, error)
 		} else {
 			_, err = cli.MemberAdd(ctx, []string{m.PeerURL})
 		}
+		// A learner add that went through after its 2 s is refused again for its peer URL
+		// (a voter add, by the quorum check first: that one is not retried into success).
 		if errors.Is(err, rpctypes.ErrPeerURLExist) && addedUnstarted(ctx, cli, m.PeerURL) {
-			return nil // an earlier try went through after its 2 s
+			return nil
 		}
 		return err
 	}); err != nil {
@@ -70,7 +74,7 @@ func (sb *Sandbox) AddMember(ctx context.Context, learner bool) (*Member, error)
 	if err := sb.save(); err != nil {
 		return nil, err
 	}
-	return added, sb.waitServing(ctx, added, joinTimeout)
+	return added, sb.waitServing(ctx, cli, added, serveTimeout)
 }
 
 // addedUnstarted reports whether the membership holds a member on peerURL that has not
@@ -89,8 +93,8 @@ func addedUnstarted(ctx context.Context, cli *clientv3.Client, peerURL string) b
 }
 
 // Promote makes the learner called name a voter, retrying while etcd says it has not caught
-// up yet, for at most timeout. A learner whose etcd has exited never catches up: that fails
-// it at once, with the learner's log's last lines.
+// up yet, for at most timeout. It promotes only a running learner: one whose etcd has exited
+// (or was stopped) fails it at once, with the learner's log's last lines.
 func (sb *Sandbox) Promote(ctx context.Context, name string, timeout time.Duration) error {
 	m, err := sb.Member(name)
 	if err != nil {
@@ -119,6 +123,9 @@ func (sb *Sandbox) Promote(ctx context.Context, name string, timeout time.Durati
 		}
 		for _, lm := range list.Members {
 			if len(lm.PeerURLs) == 1 && lm.PeerURLs[0] == m.PeerURL {
+				if !lm.IsLearner {
+					return nil // an earlier try went through after its 2 s
+				}
 				_, err := cli.MemberPromote(ctx, lm.ID)
 				return err
 			}
@@ -128,43 +135,56 @@ func (sb *Sandbox) Promote(ctx context.Context, name string, timeout time.Durati
 }
 
 // waitServing waits until m answers on its client URL, which a joining etcd does only once
-// its peers have let it in.
-func (sb *Sandbox) waitServing(ctx context.Context, m *Member, timeout time.Duration) error {
+// its peers have let it in and it has published itself. From its third second it writes a
+// harmless key now and then through the other members: a new member of an idle cluster can
+// wait for an entry to catch up on.
+func (sb *Sandbox) waitServing(ctx context.Context, cli *clientv3.Client, m *Member, timeout time.Duration) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
-	return retry(ctx, timeout, func(context.Context) error {
-		if m.Exited() {
+	started, nudged, exited := time.Now(), time.Time{}, false
+	err := retry(ctx, timeout, func(ctx context.Context) error {
+		if exited = m.Exited(); exited {
 			return stop(m.exitedError("before it served"))
 		}
-		_, err := clusterVersionOf(hc, m.ClientURL)
+		_, err := clusterVersionOf(ctx, hc, m.ClientURL)
+		if err != nil && time.Since(started) > 2*time.Second && time.Since(nudged) > time.Second {
+			nudged = time.Now()
+			cli.Put(ctx, nudgeKey, nudged.UTC().Format(time.RFC3339Nano))
+		}
 		return err
 	})
+	if err != nil && !exited {
+		return fmt.Errorf("member %s does not serve on %s after %s (%v); the last lines of %s:\n%s", m.Name, m.ClientURL, timeout, err, m.LogFile, lastLines(m.LogFile, logTailLines))
+	}
+	return err
 }
 
-// waitClusterVersion waits until every running member serves a decided cluster version.
-func (sb *Sandbox) waitClusterVersion(ctx context.Context, timeout time.Duration) error {
+// nudgeKey is the harmless key waitServing writes.
+const nudgeKey = "etcdmedic/sandbox/nudge"
+
+// waitClusterVersion waits, at most timeout, until a running member serves a decided cluster
+// version: what etcd v3.5 asks of a joining member's peers. After that it lets the add go on
+// (the new member then says in its log why it cannot start, and AddMember shows it).
+func (sb *Sandbox) waitClusterVersion(ctx context.Context, timeout time.Duration) {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
-	err := retry(ctx, timeout, func(context.Context) error {
+	retry(ctx, timeout, func(ctx context.Context) error {
 		for _, m := range sb.Members {
-			if !m.Running() {
-				continue
-			}
-			if v, err := clusterVersionOf(hc, m.ClientURL); err != nil || v == "" || v == "not_decided" {
-				return fmt.Errorf("%s: cluster version %q (%v)", m.Name, v, err)
+			if v, err := clusterVersionOf(ctx, hc, m.ClientURL); err == nil && v != "" && v != "not_decided" {
+				return nil
 			}
 		}
-		return nil
+		return errors.New("no member serves a decided cluster version")
 	})
-	if err != nil {
-		return fmt.Errorf("the cluster has not decided its version within %s (%v): a member joining now would be refused", timeout, err)
-	}
-	return nil
 }
 
 // clusterVersionOf is the cluster version a member serves on its /version endpoint.
-func clusterVersionOf(hc *http.Client, clientURL string) (string, error) {
-	resp, err := hc.Get(strings.TrimSuffix(clientURL, "/") + "/version")
+func clusterVersionOf(ctx context.Context, hc *http.Client, clientURL string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(clientURL, "/")+"/version", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -180,8 +200,12 @@ func clusterVersionOf(hc *http.Client, clientURL string) (string, error) {
 }
 
 func (m *Member) exitedError(when string) error {
-	return fmt.Errorf("member %s exited %s; the last lines of %s:\n%s", m.Name, when, m.LogFile, lastLines(m.LogFile, 20))
+	return fmt.Errorf("member %s exited %s; the last lines of %s:\n%s", m.Name, when, m.LogFile, lastLines(m.LogFile, logTailLines))
 }
+
+// logTailLines is how much of a member's log an error about it shows: an etcd refusing a
+// flag prints its usage (20 lines for v3.6) after the reason.
+const logTailLines = 40
 
 // stoppedError is an error retry gives back at once instead of trying again.
 type stoppedError struct{ err error }
@@ -206,6 +230,10 @@ func retry(ctx context.Context, timeout time.Duration, try func(context.Context)
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 }

@@ -1,34 +1,63 @@
 package sandbox
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
-// A learner whose etcd has died never catches up: Promote says so at once, with the learner's
-// log, instead of retrying "not in sync with leader" until its timeout (the upgrade drill once
-// spent its 2 minutes that way, and said only etcd's refusal).
-func TestALearnerThatDiedFailsPromoteAtOnce(t *testing.T) {
+// The runbook of a cluster grown by learners: m2 is added, caught up and promoted (a second
+// promotion, as a retry whose first try went through late would send, is taken as done).
+// Then m3 is added and its etcd dies before it is promoted: Promote says so at once, with
+// m3's log, and leaves it a learner. etcd itself would promote it, since it compares only log
+// positions, and a dead learner that never caught up would be retried "not in sync with
+// leader" until the timeout (the upgrade drill once spent its 2 minutes that way).
+func TestALearnerThatDiedIsNotPromoted(t *testing.T) {
 	t.Parallel()
 	sb := upOneMember(t)
-	m, err := sb.AddMember(t.Context(), true)
+	m2, err := sb.AddMember(t.Context(), true)
 	if err != nil {
 		t.Fatalf("AddMember: %v", err)
 	}
-	if err := syscall.Kill(m.PID, syscall.SIGKILL); err != nil {
+	for range 2 {
+		if err := sb.Promote(t.Context(), m2.Name, 2*time.Minute); err != nil {
+			t.Fatalf("Promote %s: %v", m2.Name, err)
+		}
+	}
+	m3, err := sb.AddMember(t.Context(), true)
+	if err != nil {
+		t.Fatalf("AddMember: %v", err)
+	}
+	if err := syscall.Kill(m3.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 100 && !m.Exited(); i++ {
+	for i := 0; i < 100 && !m3.Exited(); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
-	err = sb.Promote(t.Context(), m.Name, 2*time.Minute)
-	if err == nil || !strings.Contains(err.Error(), "member m2 exited before it was promoted") || !strings.Contains(err.Error(), m.LogFile) {
+	err = sb.Promote(t.Context(), m3.Name, 2*time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "member m3 exited before it was promoted") || !strings.Contains(err.Error(), m3.LogFile) {
 		t.Fatalf("Promote of a dead learner: %v", err)
+	}
+	cli, err := sb.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.MemberList(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lm := range list.Members {
+		if want := lm.PeerURLs[0] == m3.PeerURL; lm.IsLearner != want {
+			t.Errorf("member %s (%s): learner %v, want %v", lm.Name, lm.PeerURLs[0], lm.IsLearner, want)
+		}
 	}
 }
 
@@ -46,13 +75,18 @@ func TestANewMemberThatExitsFailsAddMemberAtOnce(t *testing.T) {
 	if len(sb.Members) != 2 {
 		t.Fatalf("the sandbox should keep the member it added: %+v", sb.Members)
 	}
-	// A second member add of its peer URL (a first one that went through after its timeout)
-	// finds it there, added and never started; the started member is not taken for it.
+	// A second learner add of its peer URL, as a retry whose first try went through late
+	// would send, is refused for the URL; AddMember then finds m2 added and never started,
+	// and takes the add as done. The started m1 is not taken for it.
 	cli, err := sb.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
+	_, err = cli.MemberAddAsLearner(t.Context(), []string{sb.Members[1].PeerURL})
+	if !errors.Is(err, rpctypes.ErrPeerURLExist) {
+		t.Fatalf("a second add of m2's peer URL: %v, want %v", err, rpctypes.ErrPeerURLExist)
+	}
 	if !addedUnstarted(t.Context(), cli, sb.Members[1].PeerURL) || addedUnstarted(t.Context(), cli, sb.Members[0].PeerURL) {
 		t.Fatalf("addedUnstarted should find m2 (%s) only", sb.Members[1].PeerURL)
 	}
