@@ -57,9 +57,7 @@ func (sb *Sandbox) AddMember(ctx context.Context, learner bool) (*Member, error)
 		} else {
 			_, err = cli.MemberAdd(ctx, []string{m.PeerURL})
 		}
-		// A learner add that went through after its 2 s is refused again for its peer URL
-		// (a voter add, by the quorum check first: that one is not retried into success).
-		if errors.Is(err, rpctypes.ErrPeerURLExist) && addedUnstarted(ctx, cli, m.PeerURL) {
+		if addedAlready(err) && addedUnstarted(ctx, cli, m.PeerURL) {
 			return nil
 		}
 		return err
@@ -75,6 +73,14 @@ func (sb *Sandbox) AddMember(ctx context.Context, learner bool) (*Member, error)
 		return nil, err
 	}
 	return added, sb.waitServing(ctx, cli, added, serveTimeout)
+}
+
+// addedAlready reports whether err is etcd refusing a learner add that an earlier try made
+// already (one that went through after its 2 s): for its peer URL, or, within the same second,
+// for the member ID, which etcd derives from the peer URLs and the second of the add. A voter
+// add is refused by the quorum check first: that one is not retried into success.
+func addedAlready(err error) bool {
+	return errors.Is(err, rpctypes.ErrPeerURLExist) || errors.Is(err, rpctypes.ErrMemberExist)
 }
 
 // addedUnstarted reports whether the membership holds a member on peerURL that has not

@@ -76,16 +76,22 @@ func TestANewMemberThatExitsFailsAddMemberAtOnce(t *testing.T) {
 		t.Fatalf("the sandbox should keep the member it added: %+v", sb.Members)
 	}
 	// A second learner add of its peer URL, as a retry whose first try went through late
-	// would send, is refused for the URL; AddMember then finds m2 added and never started,
-	// and takes the add as done. The started m1 is not taken for it.
+	// would send, is refused (for the URL, or for the member ID when it comes within the same
+	// second: CI-41); AddMember then finds m2 added and never started, and takes the add as
+	// done. The started m1 is not taken for it.
 	cli, err := sb.Client()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
 	_, err = cli.MemberAddAsLearner(t.Context(), []string{sb.Members[1].PeerURL})
-	if !errors.Is(err, rpctypes.ErrPeerURLExist) {
-		t.Fatalf("a second add of m2's peer URL: %v, want %v", err, rpctypes.ErrPeerURLExist)
+	if !addedAlready(err) {
+		t.Fatalf("a second add of m2's peer URL: %v, want %v or %v", err, rpctypes.ErrPeerURLExist, rpctypes.ErrMemberExist)
+	}
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second))) // the next second: another member ID
+	_, err = cli.MemberAddAsLearner(t.Context(), []string{sb.Members[1].PeerURL})
+	if !errors.Is(err, rpctypes.ErrPeerURLExist) || !addedAlready(err) {
+		t.Fatalf("an add of m2's peer URL a second later: %v, want %v", err, rpctypes.ErrPeerURLExist)
 	}
 	if !addedUnstarted(t.Context(), cli, sb.Members[1].PeerURL) || addedUnstarted(t.Context(), cli, sb.Members[0].PeerURL) {
 		t.Fatalf("addedUnstarted should find m2 (%s) only", sb.Members[1].PeerURL)
