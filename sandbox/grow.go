@@ -2,17 +2,16 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
 )
 
 // joinTimeout bounds AddMember's wait for the cluster to decide its version and its member
@@ -152,7 +151,7 @@ func (sb *Sandbox) waitServing(ctx context.Context, cli *clientv3.Client, m *Mem
 		if exited = m.Exited(); exited {
 			return stop(m.exitedError("before it served"))
 		}
-		_, err := clusterVersionOf(ctx, hc, m.ClientURL)
+		_, err := cluster.ServedVersions(ctx, hc, m.ClientURL)
 		if err != nil && time.Since(started) > 2*time.Second && time.Since(nudged) > time.Second {
 			nudged = time.Now()
 			cli.Put(ctx, nudgeKey, nudged.UTC().Format(time.RFC3339Nano))
@@ -176,33 +175,12 @@ func (sb *Sandbox) waitClusterVersion(ctx context.Context, timeout time.Duration
 	defer hc.CloseIdleConnections()
 	retry(ctx, timeout, func(ctx context.Context) error {
 		for _, m := range sb.Members {
-			if v, err := clusterVersionOf(ctx, hc, m.ClientURL); err == nil && v != "" && v != "not_decided" {
+			if v, err := cluster.ServedVersions(ctx, hc, m.ClientURL); err == nil && cluster.Decided(v) {
 				return nil
 			}
 		}
 		return errors.New("no member serves a decided cluster version")
 	})
-}
-
-// clusterVersionOf is the cluster version a member serves on its /version endpoint.
-func clusterVersionOf(ctx context.Context, hc *http.Client, clientURL string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(clientURL, "/")+"/version", nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("/version: %s", resp.Status)
-	}
-	var v version.Versions
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return "", fmt.Errorf("/version: %w", err)
-	}
-	return v.Cluster, nil
 }
 
 func (m *Member) exitedError(when string) error {

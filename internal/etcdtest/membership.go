@@ -2,7 +2,6 @@ package etcdtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,8 +9,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/cluster"
 )
 
 // Errors etcd returns for a reconfiguration it refuses for now but would accept later.
@@ -203,8 +203,8 @@ func (c *Cluster) waitClusterVersion(t testing.TB) {
 			if !m.IsRunning() {
 				continue
 			}
-			if v, err := clusterVersionOf(hc, m.ClientURL); err != nil || v == "" || v == "not_decided" {
-				undecided = fmt.Sprintf("%s: cluster version %q (%v)", m.Name, v, err)
+			if v, err := cluster.ServedVersions(t.Context(), hc, m.ClientURL); err != nil || !cluster.Decided(v) {
+				undecided = fmt.Sprintf("%s: %+v (%v)", m.Name, v, err)
 				break
 			}
 		}
@@ -219,20 +219,6 @@ func (c *Cluster) waitClusterVersion(t testing.TB) {
 			return
 		}
 	}
-}
-
-// clusterVersionOf is the cluster version a member serves on its /version endpoint.
-func clusterVersionOf(hc *http.Client, clientURL string) (string, error) {
-	resp, err := hc.Get(strings.TrimSuffix(clientURL, "/") + "/version")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var v version.Versions
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return "", err
-	}
-	return v.Cluster, nil
 }
 
 // RemoveMember removes m from the cluster through the API (retrying "unhealthy cluster" for up
