@@ -54,7 +54,7 @@ func CheckRemove(v *cluster.View, nameOrID string) (*cluster.MemberView, error) 
 		return nil, err
 	}
 	if m == nil {
-		return nil, fmt.Errorf("%w: no member %q (members: %s)", ErrRefused, nameOrID, memberNames(v))
+		return nil, noSuchMember{fmt.Errorf("%w: no member %q (members: %s)", ErrRefused, nameOrID, memberNames(v))}
 	}
 	return m, quorumAfterRemoval(v, *m)
 }
@@ -100,4 +100,100 @@ func checkPromote(v *cluster.View, nameOrID string) (*cluster.MemberView, error)
 		return nil, fmt.Errorf("%w: %s is not a learner of this cluster: it is a voter already", ErrRefused, m.Label())
 	}
 	return m, nil
+}
+
+// ErrNoSuchMember marks a refusal naming a member the cluster does not have (a mistyped name
+// or ID); such an error is also ErrRefused.
+var ErrNoSuchMember = errors.New("no such member")
+
+// noSuchMember is a refusal that errors.Is also matches to ErrNoSuchMember.
+type noSuchMember struct{ error }
+
+func (e noSuchMember) Is(target error) bool { return target == ErrNoSuchMember }
+func (e noSuchMember) Unwrap() error        { return e.error }
+
+// PeerURLsTakenError refuses a new member whose peer URLs a member other than the one it
+// replaces holds: etcd refuses such an add, and replace would find that out only after the
+// remove. It is ErrRefused; Holder says which member holds them.
+type PeerURLsTakenError struct {
+	URLs    []string
+	Holder  etcdmedic.Member
+	NewName string
+}
+
+func (e *PeerURLsTakenError) Error() string {
+	msg := fmt.Sprintf("%v: the new member's peer URLs %s belong to member %s, %s: give %s peer URLs of its own",
+		ErrRefused, strings.Join(e.URLs, ","), e.Holder.Label(), memberKind(e.Holder), e.NewName)
+	if e.Holder.Name == e.NewName && !e.Holder.IsLearner {
+		msg += " (or, if it is the new member, this replacement is done already: check with etcdmedic doctor)"
+	}
+	return msg
+}
+
+func (e *PeerURLsTakenError) Unwrap() error { return ErrRefused }
+
+// memberKind says what a member is, in the words of the membership.
+func memberKind(m etcdmedic.Member) string {
+	switch {
+	case m.Name == "" && m.IsLearner:
+		return "a learner never started"
+	case m.Name == "":
+		return "a voter never started"
+	case m.IsLearner:
+		return "a started learner"
+	}
+	return "a started voter"
+}
+
+// checkOldGone decides whether replace may go on without OLD in the membership: only when an
+// earlier run of this same replace removed it, as shown by the new member already added
+// (exactly its peer URLs) or by the record that run wrote just before its remove. It returns
+// that evidence, for the operator.
+func checkOldGone(v *cluster.View, old string, spec JoinSpec, rec *replaceRecord) (string, error) {
+	if m := addedEarlier(v, spec.PeerURLs); m != nil {
+		return fmt.Sprintf("member %s has the new member's peer URLs %s", m.Label(), strings.Join(spec.PeerURLs, ",")), nil
+	}
+	if rec.shows(v, old, spec) {
+		return fmt.Sprintf("the earlier run recorded removing %s", rec.Old.Label()), nil
+	}
+	return "", noSuchMember{fmt.Errorf("%w: no member %q in the cluster (members: %s), and nothing shows that an earlier run of this replace removed it (no member has the peer URLs %s, no record of it in the backup dir): check the name or ID; if it was removed some other way, add the new member with etcdmedic member add",
+		ErrRefused, old, memberNames(v), strings.Join(spec.PeerURLs, ","))}
+}
+
+// addedEarlier is the member whose peer URLs are exactly urls: the one an earlier run of the
+// same replace (or add) added, learner or voter, started or not.
+func addedEarlier(v *cluster.View, urls []string) *cluster.MemberView {
+	for i, m := range v.Members {
+		if sameURLs(m.PeerURLs, urls) {
+			return &v.Members[i]
+		}
+	}
+	return nil
+}
+
+// checkPeerURLsFree refuses the new member's peer URLs when a member other than the one it
+// replaces (target, nil when already removed) holds one of them, unless that member is the
+// record an earlier run of this same replace added and Join goes on from.
+func checkPeerURLsFree(v *cluster.View, target *cluster.MemberView, spec JoinSpec) error {
+	for _, m := range v.Members {
+		if !m.PeerURLs.Overlap(spec.PeerURLs) || (target != nil && m.ID == target.ID) || joinGoesOnFrom(m.Member, spec) {
+			continue
+		}
+		return &PeerURLsTakenError{URLs: spec.PeerURLs, Holder: m.Member, NewName: spec.Name}
+	}
+	return nil
+}
+
+// joinGoesOnFrom reports whether m is what Join added for spec and can go on from: exactly
+// spec's peer URLs, and either never started (no name yet) or a learner started as spec.Name.
+func joinGoesOnFrom(m etcdmedic.Member, spec JoinSpec) bool {
+	return sameURLs(m.PeerURLs, spec.PeerURLs) && (m.Name == "" || (m.IsLearner && m.Name == spec.Name))
+}
+
+// sameURLs reports whether a and b hold the same URLs, in any order (etcd sorts peer URLs).
+func sameURLs(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return len(a) > 0 && slices.Equal(slices.Compact(a), slices.Compact(b))
 }

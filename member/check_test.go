@@ -130,3 +130,104 @@ func TestCheckPromote(t *testing.T) {
 		t.Errorf("nobody answered: %v", err)
 	}
 }
+
+// m4 as an earlier run of `member replace m3 --name m4 --peer-urls newPeer` left it: added as
+// a learner and never started (no name yet), started as a learner, or promoted.
+var (
+	m4Added    = etcdmedic.Member{ID: etcdmedic.MustParseID("a5"), PeerURLs: etcdmedic.URLs(newPeer), IsLearner: true}
+	m4Started  = etcdmedic.Member{ID: m4Added.ID, Name: "m4", PeerURLs: m4Added.PeerURLs, ClientURLs: etcdmedic.URLs{"http://10.0.0.15:2379"}, IsLearner: true}
+	m4Promoted = etcdmedic.Member{ID: m4Added.ID, Name: "m4", PeerURLs: m4Added.PeerURLs, ClientURLs: m4Started.ClientURLs}
+	replaceM4  = JoinSpec{Name: "m4", PeerURLs: newPeer}
+)
+
+// checkOldGone: replace goes on without OLD only when an earlier run of the same replace
+// removed it; a mistyped OLD is refused, whatever the dry run or the real run.
+func TestCheckOldGone(t *testing.T) {
+	two := []etcdmedic.Member{m1, m2} // m3 removed, or never there
+	record := &replaceRecord{ClusterID: liveID, Old: m3, NewName: "m4", NewPeerURLs: newPeer}
+	for _, tc := range []struct {
+		name    string
+		members []etcdmedic.Member
+		old     string
+		spec    JoinSpec
+		rec     *replaceRecord
+		ok      bool
+	}{
+		{name: "mistyped OLD, nothing added, no record", members: []etcdmedic.Member{m1, m2, m3}, old: "m3-typo", spec: replaceM4},
+		{name: "OLD removed by hand, no record", members: two, old: "m3", spec: replaceM4},
+		{name: "the earlier run got as far as the add", members: append(two, m4Added), old: "m3", spec: replaceM4, ok: true},
+		{name: "the earlier run started the learner", members: append(two, m4Started), old: "m3", spec: replaceM4, ok: true},
+		{name: "the earlier run promoted it", members: append(two, m4Promoted), old: "m3", spec: replaceM4, ok: true},
+		{name: "a member holds one of the new peer URLs, not exactly them", members: append(two, m4Added), old: "m3", spec: JoinSpec{Name: "m4", PeerURLs: append([]string{"http://10.0.0.16:2380"}, newPeer...)}},
+		{name: "the earlier run recorded removing m3, then stopped before the add", members: two, old: "m3", spec: replaceM4, rec: record, ok: true},
+		{name: "the record names m3 by its ID", members: two, old: "a3", spec: replaceM4, rec: record, ok: true},
+		{name: "a record of another old member", members: two, old: "m2-typo", spec: replaceM4, rec: record},
+		{name: "a record of another new member", members: two, old: "m3", spec: JoinSpec{Name: "m5", PeerURLs: []string{"http://10.0.0.16:2380"}}, rec: record},
+		{name: "a record of another cluster", members: two, old: "m3", spec: replaceM4, rec: &replaceRecord{ClusterID: etcdmedic.MustParseID("c2"), Old: m3, NewName: "m4", NewPeerURLs: newPeer}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evidence, err := checkOldGone(answers(tc.members, tc.members...), tc.old, tc.spec, tc.rec)
+			if tc.ok {
+				if err != nil || evidence == "" {
+					t.Fatalf("refused (%v), evidence %q", err, evidence)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNoSuchMember) || !errors.Is(err, ErrRefused) {
+				t.Fatalf("error %v, want ErrNoSuchMember and ErrRefused", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "m1 (a1)") || !strings.Contains(msg, "m2 (a2)") {
+				t.Errorf("the refusal does not name the members there are: %v", err)
+			}
+		})
+	}
+}
+
+// checkPeerURLsFree: replace refuses, before it removes anything, peer URLs that another
+// member holds; the member an earlier run of the same replace added is not another member.
+func TestCheckPeerURLsFree(t *testing.T) {
+	three := []etcdmedic.Member{m1, m2, m3}
+	m5Learner := etcdmedic.Member{ID: m4Added.ID, Name: "m5", PeerURLs: m4Added.PeerURLs, ClientURLs: m4Started.ClientURLs, IsLearner: true}
+	wider := etcdmedic.Member{ID: m4Added.ID, PeerURLs: etcdmedic.URLs{"http://10.0.0.16:2380", newPeer[0]}, IsLearner: true}
+	for _, tc := range []struct {
+		name    string
+		members []etcdmedic.Member
+		old     string // "" when an earlier run removed it
+		spec    JoinSpec
+		holder  etcdmedic.ID // who holds them, NoID when free
+	}{
+		{name: "free peer URLs", members: three, old: "m3", spec: replaceM4},
+		{name: "OLD's own peer URLs: replaced in place", members: three, old: "m3", spec: JoinSpec{Name: "m4", PeerURLs: m3.PeerURLs}},
+		{name: "m1's peer URL, copy-pasted", members: three, old: "m3", spec: JoinSpec{Name: "m4", PeerURLs: m1.PeerURLs}, holder: m1.ID},
+		{name: "m1's peer URL among others", members: three, old: "m3", spec: JoinSpec{Name: "m4", PeerURLs: append([]string{newPeer[0]}, m1.PeerURLs...)}, holder: m1.ID},
+		{name: "m1's peer URL, OLD removed already", members: []etcdmedic.Member{m1, m2}, spec: JoinSpec{Name: "m4", PeerURLs: m1.PeerURLs}, holder: m1.ID},
+		{name: "the learner an earlier run added, never started", members: []etcdmedic.Member{m1, m2, m4Added}, spec: replaceM4},
+		{name: "the learner an earlier run added and started", members: []etcdmedic.Member{m1, m2, m4Started}, spec: replaceM4},
+		{name: "that learner, OLD still there (added by member add)", members: []etcdmedic.Member{m1, m2, m3, m4Added}, old: "m3", spec: replaceM4},
+		{name: "a learner started as another member", members: []etcdmedic.Member{m1, m2, m5Learner}, spec: replaceM4, holder: m4Added.ID},
+		{name: "a learner with more peer URLs than the new member's", members: []etcdmedic.Member{m1, m2, wider}, spec: replaceM4, holder: m4Added.ID},
+		{name: "the new member promoted: the replacement is done", members: []etcdmedic.Member{m1, m2, m4Promoted}, spec: replaceM4, holder: m4Added.ID},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := answers(tc.members, tc.members...)
+			var target *cluster.MemberView
+			if tc.old != "" {
+				target = v.Find(tc.old)
+			}
+			err := checkPeerURLsFree(v, target, tc.spec)
+			if tc.holder == etcdmedic.NoID {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var taken *PeerURLsTakenError
+			if !errors.As(err, &taken) || taken.Holder.ID != tc.holder || !errors.Is(err, ErrRefused) {
+				t.Fatalf("error %v, want a PeerURLsTakenError naming %s", err, tc.holder)
+			}
+			if !strings.Contains(err.Error(), taken.Holder.Label()) {
+				t.Errorf("the refusal does not say which member holds the URLs: %v", err)
+			}
+		})
+	}
+}

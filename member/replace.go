@@ -58,44 +58,17 @@ type Backup struct {
 // Replace replaces the member named (or with hex ID) old by spec.
 func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Replaced, error) {
 	out := &Replaced{Findings: []finding.Finding{}}
-	v := cluster.Observe(ctx, r.Conn)
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
-	target := v.Find(old)
-	var replacing []etcdmedic.ID
-	if target != nil {
-		replacing = []etcdmedic.ID{target.ID}
-	}
-	if err := checkChange(v, spec.PeerURLs, replacing); err != nil {
+	v := cluster.Observe(ctx, r.Conn)
+	target, err := r.precheck(ctx, v, old, spec)
+	if err != nil {
 		return nil, err
 	}
-	if target == nil {
-		if v.ByPeerURLs(spec.PeerURLs) == nil && !r.DryRun {
-			r.say("member %s is not in the membership (removed by an earlier run?): going on with the add", old)
-		} else if v.ByPeerURLs(spec.PeerURLs) == nil {
-			return nil, fmt.Errorf("%w: no member %q in the cluster (members: %s)", ErrRefused, old, memberNames(v))
-		}
-	} else if err := quorumAfterRemoval(v, *target); err != nil {
-		return nil, err
-	}
-	// Judge the new data dir before anything changes: a refusal after the remove would leave
-	// the cluster a member short.
-	if err := r.precheckDataDir(ctx, spec); err != nil {
-		return nil, err
-	}
-	plan := []string{fmt.Sprintf("snapshot the cluster into %s (sha256 checksummed) and verify it", r.BackupDir)}
-	if target != nil {
-		plan = append(plan, fmt.Sprintf("etcdctl member remove %s   # %s, %s", target.ID, target.Label(), upOrDown(*target)))
-	}
-	plan = append(plan,
-		fmt.Sprintf("guard %s: quarantine any data in it (moved aside, never deleted)", spec.DataDir),
-		fmt.Sprintf("etcdctl member add %s --learner --peer-urls=%s", spec.Name, strings.Join(spec.PeerURLs, ",")),
-		fmt.Sprintf("start %s with --initial-cluster-state=existing, wait until it has caught up, etcdctl member promote", spec.Name),
-		"verify with etcdmedic doctor: quorum, leader, no critical finding")
-	out.Plan = plan
-	for i, p := range plan {
-		r.say("step %d/%d: %s", i+1, len(plan), p)
+	out.Plan = r.plan(target, spec)
+	for i, p := range out.Plan {
+		r.say("step %d/%d: %s", i+1, len(out.Plan), p)
 	}
 	if r.DryRun {
 		return out, nil
@@ -108,6 +81,9 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 	}
 	out.Backup = backup
 	if target != nil {
+		if err := writeReplaceRecord(r.BackupDir, v.ClusterID, target.Member, spec); err != nil {
+			return out, fmt.Errorf("record the replacement in %s before the remove (nothing was changed): %w", r.BackupDir, err)
+		}
 		r.say("removing %s", target.Label())
 		_, err := retryUnhealthy(ctx, func(ctx context.Context) (*clientv3.MemberRemoveResponse, error) {
 			return r.Client.MemberRemove(ctx, uint64(target.ID))
@@ -133,6 +109,50 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 		return out, fmt.Errorf("the cluster still has critical findings 30 s after the replacement: %s", findingIDs(out.Findings))
 	}
 	return out, nil
+}
+
+// precheck makes every refusal of replace before anything changes, and returns OLD, or nil
+// when an earlier run of this same replace removed it already.
+func (r *Replacer) precheck(ctx context.Context, v *cluster.View, old string, spec JoinSpec) (*cluster.MemberView, error) {
+	target := v.Find(old)
+	var replacing []etcdmedic.ID
+	if target != nil {
+		replacing = []etcdmedic.ID{target.ID}
+	}
+	if err := checkChange(v, spec.PeerURLs, replacing); err != nil {
+		return nil, err
+	}
+	if target == nil {
+		evidence, err := checkOldGone(v, old, spec, readReplaceRecord(r.BackupDir, v.ClusterID))
+		if err != nil {
+			return nil, err
+		}
+		r.say("member %s is no longer in the membership, removed by an earlier run of this replace (%s): going on from there", old, evidence)
+	} else if err := quorumAfterRemoval(v, *target); err != nil {
+		return nil, err
+	}
+	// A refusal after the remove would leave the cluster a member short: judge the new
+	// member's peer URLs and data dir now.
+	if err := checkPeerURLsFree(v, target, spec); err != nil {
+		return nil, err
+	}
+	if err := r.precheckDataDir(ctx, spec); err != nil {
+		return nil, err
+	}
+	return target, nil
+}
+
+// plan is the steps of the replacement, as the operator reads them before they run.
+func (r *Replacer) plan(target *cluster.MemberView, spec JoinSpec) []string {
+	plan := []string{fmt.Sprintf("snapshot the cluster into %s (sha256 checksummed) and verify it", r.BackupDir)}
+	if target != nil {
+		plan = append(plan, fmt.Sprintf("etcdctl member remove %s   # %s, %s", target.ID, target.Label(), upOrDown(*target)))
+	}
+	return append(plan,
+		fmt.Sprintf("guard %s: quarantine any data in it (moved aside, never deleted)", spec.DataDir),
+		fmt.Sprintf("etcdctl member add %s --learner --peer-urls=%s", spec.Name, strings.Join(spec.PeerURLs, ",")),
+		fmt.Sprintf("start %s with --initial-cluster-state=existing, wait until it has caught up, etcdctl member promote", spec.Name),
+		"verify with etcdmedic doctor: quorum, leader, no critical finding")
 }
 
 // verify waits (up to 30 s: a promoted member takes a moment to show as a voter everywhere)

@@ -113,13 +113,16 @@ func newMemberReplaceCommand(opts *globalOptions) *cobra.Command {
 		Use:   "replace OLD --name NEW --peer-urls URLS [--client-urls URLS --data-dir DIR --start] --backup-dir DIR",
 		Short: "Replace a failed member: snapshot, remove it, add the new one as a learner, start, promote, verify",
 		Long: `Replaces the member OLD (a name or hex ID) the safe way. Refused, changing nothing, when the
-cluster has no quorum, when another learner is pending, or when removing OLD would leave fewer
-voters up than a quorum. Otherwise, printing each step before it runs: a sha256-checksummed
-snapshot of the cluster into --backup-dir (read back to verify), member remove OLD, guard the new
-data dir (any data in it is quarantined, never deleted), member add NEW as a learner, start it
-(--start: a local process; otherwise the exact flags are printed), wait until it has caught up,
-promote it, and verify with doctor. --dry-run prints the plan only. Run again after an
-interruption: finished steps are recognized.
+cluster has no quorum, when another learner is pending, when removing OLD would leave fewer
+voters up than a quorum, when OLD is not a member (unless an earlier run of this replace removed
+it: NEW is already added, or that run's record in --backup-dir says so), or when NEW's peer URLs
+belong to another member. Otherwise, printing each step before it runs: a sha256-checksummed
+snapshot of the cluster into --backup-dir (read back to verify), a record of the replacement
+there, member remove OLD, guard the new data dir (any data in it is quarantined, never deleted),
+member add NEW as a learner, start it (--start: a local process; otherwise the exact flags are
+printed), wait until it has caught up, promote it, and verify with doctor. --dry-run prints the
+plan only. Run again after an interruption, with the same --backup-dir: finished steps are
+recognized.
 
 Exit codes: 0 replaced, 2 refused (nothing changed), 3 failed part way (run again).`,
 		Args: cobra.ExactArgs(1),
