@@ -36,13 +36,16 @@ type Full struct {
 	Taken time.Time `json:"taken"`
 	// Revision is the snapshot's revision and HashKV the member's hash of the key space at it,
 	// asked right after the snapshot: a restore of this backup must hash the same.
-	Revision        int64               `json:"revision"`
-	CompactRevision int64               `json:"compactRevision"`
-	HashKV          uint32              `json:"hashKV"`
-	ClusterID       etcdmedic.ClusterID `json:"clusterID"`
-	Endpoint        string              `json:"endpoint"` // the member it was taken from
-	EtcdVersion     string              `json:"etcdVersion"`
-	Data            store.Written       `json:"data"`
+	Revision        int64  `json:"revision"`
+	CompactRevision int64  `json:"compactRevision"`
+	HashKV          uint32 `json:"hashKV"`
+	// HashCompactRevision is the member's compaction revision when it hashed: etcd's hash
+	// depends on it, and the member may compact between the snapshot and the hash.
+	HashCompactRevision int64               `json:"hashCompactRevision,omitempty"`
+	ClusterID           etcdmedic.ClusterID `json:"clusterID"`
+	Endpoint            string              `json:"endpoint"` // the member it was taken from
+	EtcdVersion         string              `json:"etcdVersion"`
+	Data                store.Written       `json:"data"`
 }
 
 // DataKey is where its snapshot is.
@@ -112,8 +115,9 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	rev := max(rep.Backend.Revision, 1)
 	// The member hashes its key space while the snapshot uploads (both take seconds at 1 GiB).
 	type hashed struct {
-		hash uint32
-		err  error
+		hash       uint32
+		compactRev int64
+		err        error
 	}
 	hashDone := make(chan hashed, 1)
 	go func() {
@@ -122,7 +126,7 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 			hashDone <- hashed{err: fmt.Errorf("hashkv of %s at revision %d: %w", endpoint, rev, err)}
 			return
 		}
-		hashDone <- hashed{hash: resp.Hash}
+		hashDone <- hashed{hash: resp.Hash, compactRev: resp.CompactRevision}
 	}()
 	f := &Full{
 		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rev),
@@ -146,7 +150,7 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	if w.SHA256 != snap.SHA256 {
 		return nil, fmt.Errorf("the snapshot read back from %s for upload has sha256 %s, received as %s", snap.Path, w.SHA256, snap.SHA256)
 	}
-	f.Data, f.HashKV = *w, hk.hash
+	f.Data, f.HashKV, f.HashCompactRevision = *w, hk.hash, hk.compactRev
 	if err := st.PutJSON(ctx, manifestKey(f.ID), f); err != nil {
 		return nil, err
 	}

@@ -47,12 +47,20 @@ func segmentKey(from, to int64) string {
 func parseSegmentKey(k string) (Segment, bool) {
 	var s Segment
 	name := strings.TrimSuffix(strings.TrimPrefix(k, historyPrefix), ".events")
-	if _, err := fmt.Sscanf(name, "%012d-%012d", &s.From, &s.To); err != nil || s.To < s.From {
+	// Sscanf stops at the numbers: only a key spelled exactly as segmentKey spells it is a
+	// segment (a killed upload's "<key>.<random>.tmp" beside it is not).
+	if _, err := fmt.Sscanf(name, "%012d-%012d", &s.From, &s.To); err != nil || s.To < s.From || segmentKey(s.From, s.To) != k {
 		return s, false
 	}
 	s.Key = k
 	return s, true
 }
+
+// ErrNotStored is history a capture received and could not store before it was asked to end.
+var ErrNotStored = errors.New("captured history not stored")
+
+// lastFlushTries is how many times a capture asked to end tries to store what is pending.
+const lastFlushTries = 3
 
 // ErrCompacted is a capture that cannot resume: the revisions it needs are compacted away. Take
 // a new full backup and capture from it.
@@ -73,6 +81,7 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 	ttls := leaseTTLs{cli: cli}
 	stored, seen := from, from
 	backoff, nextTry := time.Duration(0), time.Time{}
+	var putErr error
 	flush := func() {
 		if seen == stored || time.Now().Before(nextTry) {
 			return
@@ -87,6 +96,7 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 		_, err := st.Put(pctx, segmentKey(stored, seen), &buf)
 		pcancel()
 		if err != nil {
+			putErr = err
 			backoff = min(max(2*backoff, time.Second), time.Minute)
 			nextTry = time.Now().Add(backoff)
 			return
@@ -96,10 +106,27 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 		}
 		pending, stored, backoff, nextTry = nil, seen, 0, time.Time{}
 	}
+	// lastFlush stores what is pending when the capture is asked to end: a few tries, not the
+	// backoff's minute. What still cannot be stored is an error, not an end like any other.
+	lastFlush := func() error {
+		for try := 0; seen != stored && try < lastFlushTries; try++ {
+			if try > 0 {
+				time.Sleep(time.Duration(try) * time.Second)
+			}
+			nextTry = time.Time{}
+			flush()
+		}
+		if seen != stored {
+			return fmt.Errorf("%w: revisions %d to %d (%d changes) were captured but the store refused them: %v", ErrNotStored, stored+1, seen, len(pending), putErr)
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-ctx.Done():
-			flush()
+			if err := lastFlush(); err != nil {
+				return stored, err
+			}
 			return stored, ctx.Err()
 		case <-tick.C:
 			flush()

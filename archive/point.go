@@ -1,10 +1,12 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,6 +64,9 @@ func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.
 			p.Revision = toRevision
 		default:
 			p.Revision = p.Reachable
+			if err := heldPastReach(ctx, st, entries, segs, e, p.Reachable, toTime); err != nil {
+				return nil, err
+			}
 		}
 		return p, nil
 	}
@@ -121,4 +126,53 @@ func waitServing(ctx context.Context, cli *clientv3.Client) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// heldPastReach refuses a point chosen as late as the store reaches (or by time) when the
+// store holds changes past it that the chain from e cannot reach, before toTime: a newer full
+// backup that failed verification, or history after a gap. Restoring quietly to the older
+// point would drop them; the operator chooses it with --to-revision, knowing what is lost.
+func heldPastReach(ctx context.Context, st *store.Store, entries []Entry, segs []Segment, e Entry, reach int64, toTime time.Time) error {
+	if toTime.IsZero() {
+		held, what := reach, ""
+		for _, n := range entries {
+			if n.Revision > held {
+				held, what = n.Revision, fmt.Sprintf("backup %s (%s) holds revision %d", n.ID, n.State(), n.Revision)
+			}
+		}
+		for _, s := range segs {
+			if s.To > held {
+				held, what = s.To, fmt.Sprintf("history segment %s holds revisions %d to %d", s.Key, s.From+1, s.To)
+			}
+		}
+		if held > reach {
+			return pastReach(e, reach, held, what)
+		}
+		return nil
+	}
+	for _, n := range entries {
+		if n.Revision > reach && !n.Taken.After(toTime) {
+			return pastReach(e, reach, n.Revision, fmt.Sprintf("backup %s (%s), taken at %s, holds revision %d", n.ID, n.State(), n.Taken.Format(time.RFC3339), n.Revision))
+		}
+	}
+	beyond := slices.DeleteFunc(slices.Clone(segs), func(s Segment) bool { return s.To <= reach })
+	slices.SortFunc(beyond, func(a, b Segment) int { return cmp.Compare(a.From, b.From) })
+	for _, s := range beyond {
+		events, err := readSegment(ctx, st, s)
+		if err != nil {
+			return err
+		}
+		if len(events) == 0 {
+			continue
+		}
+		if first := events[0]; !first.At.After(toTime) {
+			return pastReach(e, reach, first.Revision, fmt.Sprintf("history segment %s holds revision %d, captured at %s", s.Key, first.Revision, first.At.Format(time.RFC3339)))
+		}
+		return nil // the next change the store holds is after the time asked
+	}
+	return nil
+}
+
+func pastReach(e Entry, reach, held int64, what string) error {
+	return fmt.Errorf("from backup %s (the newest usable one for this point) the store's history reaches revision %d, but %s: revisions %d to %d cannot be restored (a gap in the history, or a newer backup that failed verification). To restore anyway and lose them, give --to-revision %d", e.ID, reach, what, reach+1, held, reach)
 }

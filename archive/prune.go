@@ -30,8 +30,9 @@ type PrunePlan struct {
 }
 
 // PlanPrune decides, with no store: entries oldest first (as List returns them), pointChecks the
-// revisions of point verifications (PointChecks). It never
-// removes the newest verified backup, nor history a kept backup's points in time need.
+// revisions of point verifications (PointChecks). It never removes the newest verified backup,
+// the newest backup that did not fail verification, nor history a kept backup's points in time
+// need.
 func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention) PrunePlan {
 	why := map[string]string{}
 	keep := func(e Entry, reason string) {
@@ -62,12 +63,10 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 		y, w := e.Taken.UTC().ISOWeek()
 		return fmt.Sprintf("%d-W%02d", y, w)
 	})
-	for _, e := range newestFirst {
-		if e.State() == "verified" {
-			keep(e, "the newest verified backup")
-			break
-		}
-	}
+	keepNewest(newestFirst, func(e Entry) bool { return e.State() == "verified" }, keep, "the newest verified backup")
+	// Verification is optional (backup run verifies only with --verify): the newest backup that
+	// did not fail it is what a restore uses, whatever the retention counted.
+	keepNewest(newestFirst, func(e Entry) bool { return e.State() != "failed" }, keep, "the newest backup a restore can use (not failed)")
 	var plan PrunePlan
 	oldestKept := int64(-1)
 	for _, e := range entries {
@@ -92,6 +91,16 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 		}
 	}
 	return plan
+}
+
+// keepNewest keeps the newest entry (newestFirst) that is what usable says, with reason.
+func keepNewest(newestFirst []Entry, usable func(Entry) bool, keep func(Entry, string), reason string) {
+	for _, e := range newestFirst {
+		if usable(e) {
+			keep(e, reason)
+			return
+		}
+	}
 }
 
 // Prune carries out a plan: each removed backup's manifest first (it is no longer listed),

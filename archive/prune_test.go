@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -15,7 +16,7 @@ func entry(id string, taken string, rev int64, state string) Entry {
 }
 
 // Retention as an operator reads it: the last N, the newest of each day and week, and never the
-// newest verified backup nor history a kept backup needs.
+// newest verified backup, the newest one that did not fail, nor history a kept backup needs.
 func TestPruneKeepsWhatRetentionSays(t *testing.T) {
 	entries := []Entry{ // oldest first, as List returns them
 		entry("a", "2026-11-16T10:00:00Z", 100, "verified"), // week 47
@@ -36,7 +37,7 @@ func TestPruneKeepsWhatRetentionSays(t *testing.T) {
 		{"the last two, and the newest verified however old", Retention{Last: 2}, []string{"c", "e", "f"}, 2, 2},
 		{"the newest of each of the last 2 days", Retention{Daily: 2}, []string{"c", "e", "f"}, 2, 2},
 		{"the newest of each of the last 3 weeks (and the newest verified)", Retention{Weekly: 3}, []string{"a", "b", "c", "f"}, 0, 0},
-		{"nothing asked: the newest verified stays", Retention{}, []string{"c"}, 2, 2},
+		{"nothing asked: the newest verified and the newest usable stay", Retention{}, []string{"c", "f"}, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := PlanPrune(entries, segs, []int64{150, 250, 320, 650}, tc.r)
@@ -57,6 +58,42 @@ func TestPruneKeepsWhatRetentionSays(t *testing.T) {
 			}
 			if len(p.PointChecks) != tc.points {
 				t.Errorf("removes point verifications %v, want %d", p.PointChecks, tc.points)
+			}
+		})
+	}
+}
+
+// Backups are unverified unless backup run was given --verify, and a newer one can fail its
+// verification: prune must never leave the store without a backup a restore can use.
+func TestPruneNeverRemovesTheLastUsableBackup(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []Entry
+		r       Retention
+		keep    []string
+	}{
+		{"nothing verified, nothing asked: the newest stays", []Entry{
+			entry("a", "2026-12-01T10:00:00Z", 100, "unverified"),
+			entry("b", "2026-12-02T10:00:00Z", 200, "unverified"),
+		}, Retention{}, []string{"b"}},
+		{"the last one kept failed: the newest that did not fail stays too", []Entry{
+			entry("a", "2026-12-01T10:00:00Z", 100, "unverified"),
+			entry("b", "2026-12-02T10:00:00Z", 200, "unverified"),
+			entry("c", "2026-12-03T10:00:00Z", 300, "failed"),
+		}, Retention{Last: 1}, []string{"b", "c"}},
+		{"every backup failed: only what retention says", []Entry{
+			entry("a", "2026-12-01T10:00:00Z", 100, "failed"),
+			entry("b", "2026-12-02T10:00:00Z", 200, "failed"),
+		}, Retention{Last: 1}, []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := PlanPrune(tc.entries, nil, nil, tc.r)
+			var kept []string
+			for _, e := range p.Keep {
+				kept = append(kept, e.ID)
+			}
+			if !slices.Equal(kept, tc.keep) {
+				t.Fatalf("kept %v (%v), want %v", kept, p.Why, tc.keep)
 			}
 		})
 	}

@@ -80,6 +80,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		}()
 	}
 	backoff := time.Second
+	captured := int64(0) // the last revision the previous capture stored
 	for ctx.Err() == nil {
 		started := time.Now()
 		f, err := TakeFull(ctx, o.Conn, o.Store, TakeOptions{Scratch: o.Scratch})
@@ -114,22 +115,44 @@ func Run(ctx context.Context, o RunOptions) error {
 				}
 			}()
 		}
-		err = o.captureUntilNextFull(ctx, f)
-		if errors.Is(err, ErrCompacted) {
+		captured, err = o.captureUntilNextFull(ctx, f, captured, say)
+		switch {
+		case errors.Is(err, ErrNotStored):
+			return err // asked to end with history it could not store: say so, exit non-zero
+		case errors.Is(err, ErrCompacted):
 			say("%v: a new full backup", err)
+		case err != nil && ctx.Err() == nil:
+			say("%v: a new full backup, and the capture goes on from revision %d", err, captured)
 		}
 	}
 	return ctx.Err()
 }
 
-// captureUntilNextFull captures history from f until the next full backup is due.
-func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full) error {
+// captureUntilNextFull captures history until the next full backup is due, from where the
+// previous capture stopped (captured) when that is behind f: the revisions between the two
+// (changed while f was taken and uploaded) are then stored too, and the history stays whole
+// across full backups, whichever of them a restore starts from. If they are compacted already,
+// it captures from f. It returns the last revision stored.
+func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, say func(string, ...any)) (int64, error) {
+	if captured > 0 && captured < f.Revision {
+		stored, err := o.capture(ctx, f, captured)
+		if !errors.Is(err, ErrCompacted) || stored > captured {
+			return max(stored, captured), err
+		}
+		say("revisions %d to %d were compacted before they were captured: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
+	}
+	stored, err := o.capture(ctx, f, f.Revision)
+	return max(stored, f.Revision), err
+}
+
+// capture captures history from revision from until the next full backup after f is due.
+func (o RunOptions) capture(ctx context.Context, f *Full, from int64) (int64, error) {
 	cctx, cancel := context.WithTimeout(ctx, o.FullEvery)
 	defer cancel()
 	c := o.Conn
 	cli, err := c.Client()
 	if err != nil {
-		return err
+		return from, err
 	}
 	defer cli.Close()
 	stopLag := make(chan struct{})
@@ -148,7 +171,7 @@ func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full) error {
 			}
 		}()
 	}
-	_, err = Capture(cctx, cli, o.Store, f.Revision, o.Segment, func(s Segment, at time.Time) {
+	stored, err := Capture(cctx, cli, o.Store, from, o.Segment, func(s Segment, at time.Time) {
 		if m := o.Metrics; m != nil {
 			m.CapturedRevision.Set(float64(s.To))
 			m.lastCaptured.Store(at.UnixNano())
@@ -158,12 +181,12 @@ func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full) error {
 		}
 	})
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return nil // time for the next full backup
+		return stored, nil // time for the next full backup
 	}
 	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("capture: %w", err)
+		return stored, fmt.Errorf("capture: %w", err)
 	}
-	return err
+	return stored, err
 }
 
 // verifyPoints verifies the newest point the store reaches every VerifyPointEvery, one at a

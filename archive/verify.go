@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/internal/freeport"
 	"github.com/etcdmedic/etcdmedic/store"
 )
@@ -94,7 +96,7 @@ func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOp
 		resp, err := sm.cli.HashKV(hctx, sm.endpoint, f.Revision)
 		cancel()
 		if err == nil {
-			return resp.Hash, "", nil
+			return hashCompactedAsTheMember(ctx, sm, f, resp.Hash, resp.CompactRevision)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			if err := scratchRoom(dir, 0); err != nil {
@@ -122,4 +124,21 @@ func etcdutlCommand(ctx context.Context, etcdutl []string, args ...string) *exec
 		etcdutl = []string{"etcdutl"}
 	}
 	return exec.CommandContext(ctx, etcdutl[0], append(append([]string{}, etcdutl[1:]...), args...)...)
+}
+
+// hashCompactedAsTheMember returns the restored member's hash at f's revision, compacted first
+// as far as the member was when it hashed (it may have compacted after the snapshot: etcd's
+// corruption check, too, compares hashes only at one compaction revision).
+func hashCompactedAsTheMember(ctx context.Context, sm *scratch, f *Full, hash uint32, compactRev int64) (uint32, string, error) {
+	if f.HashCompactRevision <= compactRev {
+		return hash, "", nil
+	}
+	if _, err := sm.cli.Compact(ctx, f.HashCompactRevision, clientv3.WithCompactPhysical()); err != nil {
+		return 0, "", fmt.Errorf("compact the restored member to revision %d, as the member was when it hashed: %w", f.HashCompactRevision, err)
+	}
+	resp, err := sm.cli.HashKV(ctx, sm.endpoint, f.Revision)
+	if err != nil {
+		return 0, "", fmt.Errorf("the restored member's hash: %w", err)
+	}
+	return resp.Hash, "", nil
 }

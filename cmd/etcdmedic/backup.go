@@ -443,11 +443,15 @@ func newBackupPruneCommand(opts *globalOptions) *cobra.Command {
 		Use:   "prune --keep-last N [--keep-daily N] [--keep-weekly N] [--yes]",
 		Short: "Remove the backups retention does not keep (shows the plan; --yes removes)",
 		Long: `Keeps the newest --keep-last backups, the newest of each of the last --keep-daily days and
---keep-weekly ISO weeks (UTC), and always the newest verified backup; removes the others (each
-one's manifest first, so it is unlisted before its data goes) and the history segments no kept
-backup needs. Without --yes it only shows the plan.`,
+--keep-weekly ISO weeks (UTC), and always the newest verified backup and the newest one that did
+not fail verification; removes the others (each one's manifest first, so it is unlisted before
+its data goes) and the history segments no kept backup needs. At least one --keep-* flag is
+required. Without --yes it only shows the plan.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if r.Last < 0 || r.Daily < 0 || r.Weekly < 0 || r.Last+r.Daily+r.Weekly == 0 {
+				return failf("e.g. --keep-last 7 --keep-daily 14", "backup prune: say what to keep: --keep-last, --keep-daily or --keep-weekly, each at least 1 when given")
+			}
 			st, err := sf.open(cmd)
 			if err != nil {
 				return err

@@ -1,0 +1,166 @@
+package archive_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/archive"
+	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// writer puts a new key every 10 ms until stopped, and says the revision of the last one.
+func writer(t *testing.T, ctx context.Context, c *etcdtest.Cluster) (stop func() int64) {
+	cli := c.Client(t)
+	var last atomic.Int64
+	done := make(chan struct{})
+	wctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		for i := 0; wctx.Err() == nil; i++ {
+			pctx, pcancel := context.WithTimeout(wctx, 30*time.Second)
+			resp, err := cli.Put(pctx, fmt.Sprintf("/registry/pods/default/p-%05d", i), "v")
+			pcancel()
+			if err == nil {
+				last.Store(resp.Header.Revision)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return func() int64 { cancel(); <-done; return last.Load() }
+}
+
+// backup run takes a new full backup every --full-every while it captures the history. The
+// capture after a full backup goes on from where the one before stopped, not from the new
+// backup's revision: the changes made while a full backup was taken and uploaded are in the
+// history too. So a restore from the oldest backup reaches the newest change even when every
+// newer backup failed its verification.
+func TestRunKeepsTheHistoryWholeAcrossFullBackups(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, "file://"+t.TempDir(), store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn := cluster.DefaultConn()
+	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	stopWriting := writer(t, ctx, c)
+	var stored atomic.Int64
+	rctx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: 1500 * time.Millisecond, Segment: 200 * time.Millisecond,
+			Scratch: t.TempDir(), Say: t.Logf, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
+	}()
+	var entries []archive.Entry
+	for i := 0; i < 600 && len(entries) < 4; i++ { // four full backups: three captures after one
+		time.Sleep(100 * time.Millisecond)
+		if entries, err = archive.List(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := stopWriting()
+	for i := 0; i < 300 && stored.Load() < last; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopRun()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("backup run ended with %v, want context.Canceled", err)
+	}
+	if entries, err = archive.List(ctx, st); err != nil || len(entries) < 4 {
+		t.Fatalf("the store lists %d full backups (%v), want at least 4", len(entries), err)
+	}
+	for _, e := range entries[1:] {
+		if err := st.PutJSON(ctx, "verify/"+e.ID+".json", archive.Verification{ID: e.ID, Result: "failed", Why: "marked failed by the test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := archive.Choose(ctx, st, 0, time.Time{})
+	if err != nil {
+		t.Fatalf("with every backup but the oldest failed: %v", err)
+	}
+	if p.Full.ID != entries[0].ID || p.Revision < last {
+		t.Fatalf("a restore goes from backup %s to revision %d; want from %s to the last write, %d", p.Full.ID, p.Revision, entries[0].ID, last)
+	}
+	t.Logf("%d full backups; from the oldest (revision %d) the history reaches revision %d in %d segments", len(entries), entries[0].Revision, p.Revision, len(p.Segments))
+}
+
+// A capture asked to end (backup run's SIGTERM) while the store refuses writes says which
+// revisions it could not store, rather than ending as if all were kept; a capture started
+// again from the last revision it stored gets them from the cluster once the store is back.
+func TestCaptureAskedToEndSaysWhatItCouldNotStore(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn := cluster.DefaultConn()
+	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	full, err := archive.TakeFull(ctx, conn, st, archive.TakeOptions{Scratch: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := c.Client(t)
+	capture := func(from int64, until func() bool) (int64, error) {
+		cctx, stop := context.WithCancel(ctx)
+		defer stop()
+		var got atomic.Int64
+		got.Store(from)
+		done := make(chan struct{})
+		var stored int64
+		var err error
+		go func() {
+			defer close(done)
+			stored, err = archive.Capture(cctx, cli, st, from, 200*time.Millisecond, func(s archive.Segment, _ time.Time) { got.Store(s.To) })
+		}()
+		for i := 0; i < 300 && !until(); i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		stop()
+		<-done
+		return stored, err
+	}
+	stopWriting := writer(t, ctx, c)
+	time.Sleep(time.Second)
+	// The store refuses every write of history: where its folder goes is a file.
+	history := filepath.Join(dir, "history")
+	if err := os.WriteFile(history, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	stored, err := capture(full.Revision, func() bool { return time.Now().After(deadline) })
+	last := stopWriting()
+	if !errors.Is(err, archive.ErrNotStored) {
+		t.Fatalf("the capture ended with %v, want archive.ErrNotStored", err)
+	}
+	t.Logf("asked to end with the store down: %v", err)
+	// The store is back; the capture goes on from what it stored.
+	if err := os.Remove(history); err != nil {
+		t.Fatal(err)
+	}
+	reached := func() bool {
+		p, err := archive.Choose(ctx, st, 0, time.Time{})
+		return err == nil && p.Revision >= last
+	}
+	if _, err := capture(stored, reached); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the capture resumed from revision %d ended with %v", stored, err)
+	}
+	if p, err := archive.Choose(ctx, st, 0, time.Time{}); err != nil || p.Revision < last {
+		t.Fatalf("a restore reaches %+v (%v), the last write is at %d", p, err, last)
+	}
+}
