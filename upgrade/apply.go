@@ -176,10 +176,21 @@ func (a *Applier) spec(m Member) runtime.MemberSpec {
 		InitialCluster: strings.Join(parts, ","), ClusterState: "existing", ExtraFlags: flagsFor(m, a.Plan.EtcdFlags)}
 }
 
-// restart moves leadership away from m if it leads, stops it, starts it on the hop's binary,
-// and waits until it serves on that version and the cluster is healthy.
+// restart waits until the cluster can spare m, moves leadership away from m if it leads, stops
+// it, starts it on the hop's binary, and waits until it serves on that version and the cluster
+// is healthy. Until the cluster can spare m, nothing is stopped.
 func (a *Applier) restart(ctx context.Context, step string, m Member, hop Hop) error {
-	if err := a.moveLeaderAway(ctx, step, m); err != nil {
+	cli, err := a.conn().Client()
+	if err != nil {
+		return fmt.Errorf("reach the cluster before restarting %s (nothing was stopped): %w", m.Name, err)
+	}
+	defer cli.Close()
+	nudge := nudger(ctx, cli)
+	v, err := a.awaitSpare(ctx, m, nudge)
+	if err != nil {
+		return err
+	}
+	if err := a.moveLeaderAway(ctx, step, m, v); err != nil {
 		return err
 	}
 	rt := local.Runtime{Command: []string{a.Plan.Binaries[hop.Version]}, Env: a.Plan.PassEnv}
@@ -190,20 +201,44 @@ func (a *Applier) restart(ctx context.Context, step string, m Member, hop Hop) e
 	if err := rt.Start(ctx, spec); err != nil {
 		return err
 	}
-	want := strings.TrimPrefix(hop.Version, "v")
-	cli, err := a.conn().Client()
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	// A write between looks: a restarted member reports no leader until something commits.
-	nudge := func(finding.Judged) {
+	return a.awaitRestarted(ctx, step, m, hop, nudge)
+}
+
+// nudger writes between looks: a restarted member reports no leader until something commits.
+func nudger(ctx context.Context, cli *clientv3.Client) func(finding.Judged) {
+	return func(finding.Judged) {
 		nctx, cancel := context.WithTimeout(ctx, time.Second)
 		cli.Put(nctx, "etcdmedic/upgrade-nudge", time.Now().UTC().Format(time.RFC3339Nano))
 		cancel()
 	}
+}
+
+// spareWait bounds how long a hop step waits for the cluster to be able to spare its member:
+// long enough for the member restarted by the step before to serve again, short enough to
+// tell the operator soon that another member is down.
+const spareWait = 30 * time.Second
+
+// awaitSpare waits until the cluster can spare m (canSpare), and returns the view that says so;
+// past spareWait (or the step timeout, if shorter) it returns why it cannot.
+func (a *Applier) awaitSpare(ctx context.Context, m Member, nudge func(finding.Judged)) (*cluster.View, error) {
+	opts := finding.AwaitOptions{Probe: cluster.ProbeOptions{Discover: true}, Timeout: min(a.Timeout, spareWait), Interval: 300 * time.Millisecond, Between: nudge}
+	j, err := finding.Await(ctx, a.conn(), opts, func(j finding.Judged) bool {
+		return canSpare(j.View, a.Plan.Members, m.Name) == nil
+	})
+	if err != nil && !errors.Is(err, finding.ErrNotSettled) {
+		return nil, fmt.Errorf("wait until the cluster can spare %s (nothing was stopped): %w", m.Name, err)
+	}
+	if err := canSpare(j.View, a.Plan.Members, m.Name); err != nil {
+		return nil, err
+	}
+	return j.View, nil
+}
+
+// awaitRestarted waits until m serves on the hop's version and the cluster is healthy.
+func (a *Applier) awaitRestarted(ctx context.Context, step string, m Member, hop Hop, nudge func(finding.Judged)) error {
+	want := strings.TrimPrefix(hop.Version, "v")
 	opts := finding.AwaitOptions{Probe: cluster.ProbeOptions{Discover: true}, Timeout: a.Timeout, Interval: 300 * time.Millisecond, Between: nudge}
-	_, err = finding.Await(ctx, a.conn(), opts, func(j finding.Judged) bool {
+	_, err := finding.Await(ctx, a.conn(), opts, func(j finding.Judged) bool {
 		mv := j.View.ByName(m.Name)
 		return mv != nil && mv.Up() && mv.Probe.Status.Version == want && !j.Critical() && len(j.View.Leaders) == 1
 	})
@@ -217,16 +252,15 @@ func (a *Applier) restart(ctx context.Context, step string, m Member, hop Hop) e
 	return nil
 }
 
-// moveLeaderAway hands leadership to another voter when m leads, so that its restart causes
-// no election.
-func (a *Applier) moveLeaderAway(ctx context.Context, step string, m Member) error {
-	v := cluster.Observe(ctx, a.conn())
+// moveLeaderAway hands leadership to another serving voter when m leads in v (the view that
+// found the cluster can spare m), so that its restart causes no election.
+func (a *Applier) moveLeaderAway(ctx context.Context, step string, m Member, v *cluster.View) error {
 	leader := v.MemberByID(v.Leader())
 	if leader == nil || leader.Name != m.Name || len(v.Members) < 2 {
 		return nil
 	}
 	for _, o := range v.Members {
-		if o.Name == m.Name || o.IsLearner || !o.Up() {
+		if o.Name == m.Name || o.IsLearner || !serving(o) {
 			continue
 		}
 		cli, err := a.Conn.ClientFor(leader.Probe.Endpoint)
@@ -249,9 +283,11 @@ func (a *Applier) moveLeaderAway(ctx context.Context, step string, m Member) err
 // raft (each member's db fetched through the snapshot API).
 func (a *Applier) check(ctx context.Context, hop int) error {
 	v := cluster.Observe(ctx, a.conn())
-	fs := finding.ForCluster(v, finding.DefaultClusterRules())
-	if finding.Worst(fs) == finding.Critical || v.Quorum.VotersUp != len(a.Plan.Members) {
-		return fmt.Errorf("after hop %d the cluster is not healthy: %d of %d voters up", hop+1, v.Quorum.VotersUp, len(a.Plan.Members))
+	if err := wholeCluster(v, a.Plan.Members); err != nil {
+		return fmt.Errorf("after hop %d the cluster is not healthy: %w", hop+1, err)
+	}
+	if fs := finding.ForCluster(v, finding.DefaultClusterRules()); finding.Worst(fs) == finding.Critical {
+		return fmt.Errorf("after hop %d the cluster is not healthy: %s", hop+1, fs[0].Summary)
 	}
 	// Membership must be clean before a hop to another minor version. Within v3.5 it may not be
 	// yet: a member upgraded early republished its record while later ones still ran the old

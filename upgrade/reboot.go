@@ -2,12 +2,14 @@ package upgrade
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
@@ -52,19 +54,16 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error
 // waitAllUp waits until every member of the plan answers and the cluster has one leader: the
 // members just started again replay their logs and elect one before the steps go on.
 func (a *Applier) waitAllUp(ctx context.Context) error {
-	deadline := time.Now().Add(a.Timeout)
-	for {
-		v := cluster.Observe(ctx, a.conn())
-		if v.Quorum.VotersUp == len(a.Plan.Members) && len(v.Leaders) == 1 {
-			return nil
+	opts := finding.AwaitOptions{Probe: cluster.ProbeOptions{Discover: true}, Timeout: a.Timeout, Interval: 300 * time.Millisecond}
+	j, err := finding.Await(ctx, a.conn(), opts, func(j finding.Judged) bool {
+		return wholeCluster(j.View, a.Plan.Members) == nil && len(j.View.Leaders) == 1
+	})
+	if errors.Is(err, finding.ErrNotSettled) {
+		why := wholeCluster(j.View, a.Plan.Members)
+		if why == nil {
+			why = fmt.Errorf("%d leaders named, not one", len(j.View.Leaders))
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the members started again after a reboot are not all up with a leader after %s: %d of %d voters up", a.Timeout, v.Quorum.VotersUp, len(a.Plan.Members))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(300 * time.Millisecond):
-		}
+		return fmt.Errorf("the members started again after a reboot are not all up with a leader after %s: %w", a.Timeout, why)
 	}
+	return err
 }

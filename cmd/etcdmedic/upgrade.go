@@ -223,6 +223,12 @@ func newUpgradeApplyCommand(opts *globalOptions) *cobra.Command {
 		Long: `Carries out an upgrade plan made by upgrade plan, one step at a time, each recorded in the
 plan's journal: run again after a failure or an interruption, it skips the steps done.
 
+A member is stopped only when the cluster can spare it: every other member of the plan up and
+serving, one leader, and a quorum of voters serving without it (a cluster of one or two voters
+never has one: there it is enough that every other voter serves). Otherwise apply waits up to
+30 s, then stops with nothing stopped and names the members that are down; run it again once
+they are back.
+
 Progress: with -w table, a line per step and per event on stderr, and the step timings on
 stdout at the end. With -w json, stdout is JSON lines: one object per event as it happens
 ({"time","event","member","step","message"}; event is step-started, step-skipped,
