@@ -136,3 +136,62 @@ func TestChooseNeverStopsShortOfWhatTheStoreHolds(t *testing.T) {
 		})
 	}
 }
+
+// A damaged manifest (or one encrypted to a key no longer given) is listed as unreadable, with
+// why: it hides no other backup from a restore, and prune keeps it without counting it.
+func TestAnUnreadableManifestHidesNoOtherBackup(t *testing.T) {
+	s := newStore(t)
+	s.full(100, "verified")
+	s.history(100, 200)
+	s.full(150, "unverified")
+	damaged := filepath.Join(s.dir, "full", "20261203T100100.000Z-r000000000050.json")
+	if err := os.WriteFile(damaged, []byte("not a manifest"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := List(t.Context(), s.st)
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("listed %d backups (%v), want 3", len(entries), err)
+	}
+	if e := entries[0]; e.State() != "unreadable" || e.Usable() || e.Unreadable == "" {
+		t.Fatalf("the damaged manifest is listed as %+v", e)
+	}
+	p, err := Choose(t.Context(), s.st, 0, time.Time{})
+	if err != nil || p.Revision != 200 || p.Full.Revision != 150 {
+		t.Fatalf("restore chose %+v (%v), want backup r150 to revision 200", p, err)
+	}
+	plan := PlanPrune(entries, nil, nil, Retention{Last: 1})
+	var kept []string
+	for _, e := range plan.Keep {
+		kept = append(kept, e.ID)
+	}
+	if len(plan.Keep) != 3 || len(plan.Remove) != 0 {
+		t.Fatalf("prune keeps %v and removes %d (%v), want every backup kept: the newest, the newest verified, the unreadable", kept, len(plan.Remove), plan.Why)
+	}
+}
+
+// Restored to a time, the replay stops at the first change captured after it, even when the
+// clock then stepped back and a later change carries an earlier time: the point is a prefix of
+// the history, never one with a hole.
+func TestARestoreToATimeStopsAtTheFirstChangeAfterIt(t *testing.T) {
+	s := newStore(t)
+	s.full(100, "verified")
+	var buf bytes.Buffer
+	times := map[int64]int64{101: 101, 102: 102, 103: 110, 104: 104, 105: 111} // 104: the clock stepped back
+	for rev := int64(101); rev <= 105; rev++ {
+		json.NewEncoder(&buf).Encode(Event{Revision: rev, Key: []byte("k"), Value: []byte("v"), At: s.timeOf(times[rev])})
+	}
+	if _, err := s.st.Put(t.Context(), segmentKey(100, 105), &buf); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Choose(t.Context(), s.st, 0, s.timeOf(105))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := pointEvents(t.Context(), s.st, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(events); n != 2 || events[n-1].Revision != 102 {
+		t.Fatalf("replays %d changes up to %+v, want revisions 101 and 102", n, events)
+	}
+}

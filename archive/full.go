@@ -161,14 +161,27 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 type Entry struct {
 	Full
 	Verification *Verification `json:"verification,omitempty"`
+	// Unreadable says why the manifest could not be read (damaged, or encrypted to a key not
+	// given): the backup is listed by its ID alone, never restored from, never pruned.
+	Unreadable string `json:"unreadable,omitempty"`
 }
 
-// State is "verified", "failed" or "unverified".
+// State is "verified", "failed", "unverified" or "unreadable".
 func (e Entry) State() string {
-	if e.Verification == nil {
+	switch {
+	case e.Unreadable != "":
+		return "unreadable"
+	case e.Verification == nil:
 		return "unverified"
 	}
 	return e.Verification.Result
+}
+
+// Usable says whether a restore may start from the backup: its manifest reads and its
+// verification, if any, did not fail.
+func (e Entry) Usable() bool {
+	state := e.State()
+	return state != "failed" && state != "unreadable"
 }
 
 // List returns every full backup whose manifest is in the store, oldest first. Data without a
@@ -185,14 +198,22 @@ func List(ctx context.Context, st *store.Store) ([]Entry, error) {
 		}
 		var e Entry
 		if err := st.GetJSON(ctx, k, &e.Full); err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			// One damaged manifest must not hide the others from ls, restore and prune.
+			out = append(out, Entry{Full: Full{ID: strings.TrimSuffix(strings.TrimPrefix(k, fullPrefix), ".json")}, Unreadable: err.Error()})
+			continue
 		}
 		var v Verification
 		switch err := st.GetJSON(ctx, verifyPrefix+e.ID+".json", &v); {
 		case err == nil:
 			e.Verification = &v
-		case !errors.Is(err, store.ErrNotFound):
+		case ctx.Err() != nil:
 			return nil, err
+		case !errors.Is(err, store.ErrNotFound):
+			// A verification record that does not read leaves the backup unverified: restore
+			// checks its bytes against its manifest anyway.
 		}
 		out = append(out, e)
 	}
@@ -200,13 +221,22 @@ func List(ctx context.Context, st *store.Store) ([]Entry, error) {
 	return out, nil
 }
 
-// Find returns the backup id ("latest": the newest) among entries.
+// Find returns the backup id among entries: "latest" is the newest, "latest-usable" the newest
+// a restore may start from (Usable).
 func Find(entries []Entry, id string) (Entry, error) {
 	if len(entries) == 0 {
 		return Entry{}, errors.New("the store holds no backup")
 	}
 	if id == "" || id == "latest" {
 		return entries[len(entries)-1], nil
+	}
+	if id == "latest-usable" {
+		for i := len(entries) - 1; i >= 0; i-- {
+			if entries[i].Usable() {
+				return entries[i], nil
+			}
+		}
+		return Entry{}, errors.New("every backup in the store failed its verification or has an unreadable manifest")
 	}
 	for _, e := range entries {
 		if e.ID == id {

@@ -244,7 +244,7 @@ func ReachOf(ctx context.Context, st *store.Store, entries []Entry) (*Reach, err
 	}
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
-		if e.State() == "failed" {
+		if !e.Usable() {
 			continue
 		}
 		chained, to := chain(segs, e.Revision, 1<<62)

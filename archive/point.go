@@ -44,7 +44,7 @@ func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		switch {
-		case e.State() == "failed":
+		case !e.Usable():
 			continue
 		case toRevision > 0 && e.Revision > toRevision:
 			continue

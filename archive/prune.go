@@ -40,7 +40,8 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 			why[e.ID] = reason
 		}
 	}
-	newestFirst := slices.Clone(entries)
+	// Unreadable manifests have no time nor revision: kept, and not counted.
+	newestFirst := slices.DeleteFunc(slices.Clone(entries), func(e Entry) bool { return e.Unreadable != "" })
 	slices.Reverse(newestFirst)
 	for i, e := range newestFirst {
 		if i < r.Last {
@@ -66,13 +67,18 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 	keepNewest(newestFirst, func(e Entry) bool { return e.State() == "verified" }, keep, "the newest verified backup")
 	// Verification is optional (backup run verifies only with --verify): the newest backup that
 	// did not fail it is what a restore uses, whatever the retention counted.
-	keepNewest(newestFirst, func(e Entry) bool { return e.State() != "failed" }, keep, "the newest backup a restore can use (not failed)")
+	keepNewest(newestFirst, Entry.Usable, keep, "the newest backup a restore can use (not failed)")
+	for _, e := range entries {
+		if e.Unreadable != "" {
+			keep(e, "its manifest does not read: look at it ("+e.Unreadable+")")
+		}
+	}
 	var plan PrunePlan
 	oldestKept := int64(-1)
 	for _, e := range entries {
 		if reason, ok := why[e.ID]; ok {
 			plan.Keep, plan.Why = append(plan.Keep, e), append(plan.Why, reason)
-			if oldestKept < 0 || e.Revision < oldestKept {
+			if e.Unreadable == "" && (oldestKept < 0 || e.Revision < oldestKept) {
 				oldestKept = e.Revision
 			}
 			continue

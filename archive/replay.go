@@ -27,8 +27,13 @@ func pointEvents(ctx context.Context, st *store.Store, p *Point) ([]Event, error
 			return nil, err
 		}
 		for _, e := range evs {
-			if e.Revision <= at || e.Revision > p.Revision || (!p.toTime.IsZero() && e.At.After(p.toTime)) {
+			if e.Revision <= at {
 				continue
+			}
+			// The point is a prefix of the history: the first change past it ends the replay
+			// (with a clock stepped back, a later change can carry an earlier time).
+			if e.Revision > p.Revision || (!p.toTime.IsZero() && e.At.After(p.toTime)) {
+				return events, nil
 			}
 			events = append(events, e)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -80,42 +81,28 @@ func Run(ctx context.Context, o RunOptions) error {
 		}()
 	}
 	backoff := time.Second
+	var f *Full          // the newest full backup taken
 	captured := int64(0) // the last revision the previous capture stored
 	for ctx.Err() == nil {
 		started := time.Now()
-		f, err := TakeFull(ctx, o.Conn, o.Store, TakeOptions{Scratch: o.Scratch})
-		if err != nil {
-			if o.Metrics != nil {
-				o.Metrics.StoreErrors.Inc()
-			}
+		next, err := o.takeFull(ctx)
+		captureFor := o.FullEvery
+		switch {
+		case err != nil && (f == nil || captured == 0):
 			say("full backup failed (retrying in %s): %v", backoff, err)
 			sleep(ctx, backoff)
 			backoff = min(2*backoff, time.Minute)
 			continue
+		case err != nil:
+			// The history must not wait for a full backup: it goes on from where it stopped.
+			say("full backup failed (retrying in %s; the capture goes on from revision %d meanwhile): %v", backoff, captured, err)
+			captureFor = backoff
+			backoff = min(2*backoff, time.Minute)
+		default:
+			f, backoff = next, time.Second
+			o.tookFull(ctx, f, started, say)
 		}
-		backoff = time.Second
-		say("full backup %s: revision %d, %d bytes (%d stored) in %.1fs", f.ID, f.Revision, f.Data.Bytes, f.Data.StoredBytes, time.Since(started).Seconds())
-		if m := o.Metrics; m != nil {
-			m.LastFullSuccess.Set(float64(time.Now().Unix()))
-			m.LastFullBytes.Set(float64(f.Data.Bytes))
-			m.LastFullDuration.Set(time.Since(started).Seconds())
-			m.CapturedRevision.Set(float64(f.Revision))
-			m.lastCaptured.Store(f.Taken.UnixNano())
-		}
-		if o.Verify != nil {
-			go func() {
-				v, err := Verify(ctx, o.Store, f, *o.Verify)
-				if err != nil {
-					say("verify %s: %v", f.ID, err)
-					return
-				}
-				say("verify %s: %s %s", f.ID, v.Result, v.Why)
-				if o.Metrics != nil {
-					o.Metrics.Verifications.WithLabelValues(v.Result).Inc()
-				}
-			}()
-		}
-		captured, err = o.captureUntilNextFull(ctx, f, captured, say)
+		captured, err = o.captureUntilNextFull(ctx, f, captured, captureFor, say)
 		switch {
 		case errors.Is(err, ErrNotStored):
 			return err // asked to end with history it could not store: say so, exit non-zero
@@ -128,26 +115,80 @@ func Run(ctx context.Context, o RunOptions) error {
 	return ctx.Err()
 }
 
-// captureUntilNextFull captures history until the next full backup is due, from where the
-// previous capture stopped (captured) when that is behind f: the revisions between the two
-// (changed while f was taken and uploaded) are then stored too, and the history stays whole
-// across full backups, whichever of them a restore starts from. If they are compacted already,
-// it captures from f. It returns the last revision stored.
-func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, say func(string, ...any)) (int64, error) {
-	if captured > 0 && captured < f.Revision {
-		stored, err := o.capture(ctx, f, captured)
-		if !errors.Is(err, ErrCompacted) || stored > captured {
-			return max(stored, captured), err
+// takeFull takes a full backup from the first endpoint that gives one: a member down must not
+// stop the backups of a cluster that still serves.
+func (o RunOptions) takeFull(ctx context.Context) (*Full, error) {
+	var errs []error
+	for i, endpoint := range o.Conn.Endpoints {
+		conn := o.Conn
+		conn.Endpoints = append([]string{endpoint}, slices.Delete(slices.Clone(o.Conn.Endpoints), i, i+1)...)
+		f, err := TakeFull(ctx, conn, o.Store, TakeOptions{Scratch: o.Scratch})
+		if err == nil {
+			return f, nil
 		}
-		say("revisions %d to %d were compacted before they were captured: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
+		if o.Metrics != nil {
+			o.Metrics.StoreErrors.Inc()
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	stored, err := o.capture(ctx, f, f.Revision)
+	if len(errs) == 0 {
+		return nil, errors.New("no endpoint to take a backup from")
+	}
+	return nil, errors.Join(errs...)
+}
+
+// tookFull reports a new full backup (metrics, a line) and verifies it when asked.
+func (o RunOptions) tookFull(ctx context.Context, f *Full, started time.Time, say func(string, ...any)) {
+	say("full backup %s: revision %d, %d bytes (%d stored) in %.1fs", f.ID, f.Revision, f.Data.Bytes, f.Data.StoredBytes, time.Since(started).Seconds())
+	if m := o.Metrics; m != nil {
+		m.LastFullSuccess.Set(float64(time.Now().Unix()))
+		m.LastFullBytes.Set(float64(f.Data.Bytes))
+		m.LastFullDuration.Set(time.Since(started).Seconds())
+		if f.Taken.UnixNano() > m.lastCaptured.Load() { // a recovery point newer than the history stored
+			m.CapturedRevision.Set(float64(f.Revision))
+			m.lastCaptured.Store(f.Taken.UnixNano())
+		}
+	}
+	if o.Verify != nil {
+		go func() {
+			v, err := Verify(ctx, o.Store, f, *o.Verify)
+			if err != nil {
+				say("verify %s: %v", f.ID, err)
+				return
+			}
+			say("verify %s: %s %s", f.ID, v.Result, v.Why)
+			if o.Metrics != nil {
+				o.Metrics.Verifications.WithLabelValues(v.Result).Inc()
+			}
+		}()
+	}
+}
+
+// captureUntilNextFull captures history for d (until the next full backup is due), from where
+// the previous capture stopped (captured): when that is behind f, the revisions between the two
+// (changed while f was taken and uploaded) are stored too, and the history stays whole across
+// full backups, whichever of them a restore starts from. If those are compacted already, it
+// captures from f. It returns the last revision stored.
+func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, d time.Duration, say func(string, ...any)) (int64, error) {
+	if captured == 0 {
+		stored, err := o.capture(ctx, f.Revision, d)
+		return max(stored, f.Revision), err
+	}
+	stored, err := o.capture(ctx, captured, d)
+	if !errors.Is(err, ErrCompacted) || stored > captured || captured >= f.Revision {
+		return max(stored, captured), err
+	}
+	say("revisions %d to %d were compacted before they were captured: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
+	stored, err = o.capture(ctx, f.Revision, d)
 	return max(stored, f.Revision), err
 }
 
-// capture captures history from revision from until the next full backup after f is due.
-func (o RunOptions) capture(ctx context.Context, f *Full, from int64) (int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, o.FullEvery)
+// capture captures history from revision from, for d.
+func (o RunOptions) capture(ctx context.Context, from int64, d time.Duration) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	c := o.Conn
 	cli, err := c.Client()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,7 +55,8 @@ func TestRunKeepsTheHistoryWholeAcrossFullBackups(t *testing.T) {
 	}
 	defer st.Close()
 	conn := cluster.DefaultConn()
-	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	// The first endpoint is a member that is down: the backups come from the next one.
+	conn.Endpoints = []string{"http://" + deadAddress(t), c.Members()[0].ClientURL}
 	stopWriting := writer(t, ctx, c)
 	var stored atomic.Int64
 	rctx, stopRun := context.WithCancel(ctx)
@@ -79,6 +82,11 @@ func TestRunKeepsTheHistoryWholeAcrossFullBackups(t *testing.T) {
 	}
 	if entries, err = archive.List(ctx, st); err != nil || len(entries) < 4 {
 		t.Fatalf("the store lists %d full backups (%v), want at least 4", len(entries), err)
+	}
+	for _, e := range entries {
+		if e.Endpoint != c.Members()[0].ClientURL {
+			t.Fatalf("backup %s was taken from %q, want the member that serves", e.ID, e.Endpoint)
+		}
 	}
 	for _, e := range entries[1:] {
 		if err := st.PutJSON(ctx, "verify/"+e.ID+".json", archive.Verification{ID: e.ID, Result: "failed", Why: "marked failed by the test"}); err != nil {
@@ -162,5 +170,88 @@ func TestCaptureAskedToEndSaysWhatItCouldNotStore(t *testing.T) {
 	}
 	if p, err := archive.Choose(ctx, st, 0, time.Time{}); err != nil || p.Revision < last {
 		t.Fatalf("a restore reaches %+v (%v), the last write is at %d", p, err, last)
+	}
+}
+
+// deadAddress is a 127.0.0.1 address nothing listens on.
+func deadAddress(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// Full backups that keep failing (the store refuses them) must not stop the history: backup
+// run goes on capturing from where it stopped while it retries them, so a restore from the last
+// full backup that went through still reaches the newest change.
+func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	conn := cluster.DefaultConn()
+	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	stopWriting := writer(t, ctx, c)
+	var stored atomic.Int64
+	var fullFailures atomic.Int64
+	say := func(format string, a ...any) {
+		if strings.HasPrefix(format, "full backup failed") {
+			fullFailures.Add(1)
+		}
+		t.Logf(format, a...)
+	}
+	rctx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Second, Segment: 200 * time.Millisecond,
+			Scratch: t.TempDir(), Say: say, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
+	}()
+	var entries []archive.Entry
+	for i := 0; i < 600 && len(entries) < 1; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if entries, err = archive.List(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// From now on every full backup fails: where the store puts them is a file.
+	full := filepath.Join(dir, "full")
+	if err := os.Rename(full, full+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600 && fullFailures.Load() < 3; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	last := stopWriting()
+	for i := 0; i < 300 && stored.Load() < last; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopRun()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("backup run ended with %v, want context.Canceled", err)
+	}
+	if fullFailures.Load() < 3 {
+		t.Fatalf("%d full backups failed, want at least 3", fullFailures.Load())
+	}
+	if err := os.Remove(full); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(full+".aside", full); err != nil {
+		t.Fatal(err)
+	}
+	p, err := archive.Choose(ctx, st, 0, time.Time{})
+	if err != nil || p.Revision < last {
+		t.Fatalf("a restore reaches %+v (%v); the last write, made while full backups failed, is at %d", p, err, last)
 	}
 }

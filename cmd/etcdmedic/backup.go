@@ -263,6 +263,9 @@ func fetchBackup(cmd *cobra.Command, sf *storeFlags, id, planDir string) (string
 	if err != nil {
 		return "", failf("", "--from-backup: %v", err)
 	}
+	if id == "" || id == "latest" {
+		id = "latest-usable" // never one whose verification failed
+	}
 	e, err := archive.Find(entries, id)
 	if err != nil {
 		return "", failf("etcdmedic backup ls --store "+sf.url, "--from-backup: %v", err)
@@ -304,6 +307,9 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 --bump-revision 1000000000 --mark-compacted. Then start each member on its data dir.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if toRevision < 0 {
+				return failf("etcd's revisions start at 1", "--to-revision %d: give a revision of the cluster's history", toRevision)
+			}
 			dirs, err := parsePairs("--data-dir", "NAME=PATH", dataDirs)
 			if err != nil {
 				return err
