@@ -43,9 +43,11 @@ type Full struct {
 	// depends on it, and the member may compact between the snapshot and the hash.
 	HashCompactRevision int64               `json:"hashCompactRevision,omitempty"`
 	ClusterID           etcdmedic.ClusterID `json:"clusterID"`
-	Endpoint            string              `json:"endpoint"` // the member it was taken from
-	EtcdVersion         string              `json:"etcdVersion"`
-	Data                store.Written       `json:"data"`
+	// AuthEnabled: the snapshot's auth is on, so a member restored from it needs a user.
+	AuthEnabled bool          `json:"authEnabled,omitempty"`
+	Endpoint    string        `json:"endpoint"` // the member it was taken from
+	EtcdVersion string        `json:"etcdVersion"`
+	Data        store.Written `json:"data"`
 }
 
 // DataKey is where its snapshot is.
@@ -130,7 +132,7 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 	}()
 	f := &Full{
 		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rev),
-		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision,
+		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision, AuthEnabled: rep.Backend.AuthEnabled,
 		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
 	}
 	in, err := os.Open(snap.Path)

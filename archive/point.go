@@ -80,7 +80,7 @@ func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.
 // already), and, when history is replayed, that backup restored into a scratch member (etcd),
 // the history applied one revision per transaction (so every revision keeps its number), and a
 // snapshot taken of it (whose membership is then the scratch member's).
-func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl []string, base, path string) error {
+func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl []string, creds Credentials, base, path string) error {
 	events, err := pointEvents(ctx, st, p)
 	if err != nil {
 		return err
@@ -93,7 +93,11 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl [
 		return errors.New("replaying the history needs an etcd server (--etcd-command)")
 	}
 	// A scratch member: its data is snapshotted at the end, never trusted after a crash.
-	sm, err := startScratch(ctx, base, filepath.Dir(path), "replay", etcd, etcdutl, "--unsafe-no-fsync")
+	creds, err = creds.forBackup(&p.Full)
+	if err != nil {
+		return err
+	}
+	sm, err := startScratch(ctx, base, filepath.Dir(path), "replay", etcd, etcdutl, creds, "--unsafe-no-fsync")
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,8 @@ type RestoreOptions struct {
 	// Etcd is the server command a scratch member runs to replay history after the full
 	// backup (binary and leading args).
 	Etcd []string
+	// Credentials log in to the scratch member when the backup was taken with auth enabled.
+	Credentials Credentials
 }
 
 // Restored is what Restore made.
@@ -84,7 +86,7 @@ func Restore(ctx context.Context, st *store.Store, p *Point, targets []Target, o
 	if err := fillPeerURLs(base, targets); err != nil { // the cluster's membership, as backed up
 		return nil, err
 	}
-	if err := materialize(ctx, st, p, opts.Etcd, opts.Etcdutl, base, snap); err != nil {
+	if err := materialize(ctx, st, p, opts.Etcd, opts.Etcdutl, opts.Credentials, base, snap); err != nil {
 		return nil, err
 	}
 	var initial []string

@@ -23,6 +23,25 @@ type scratch struct {
 	cmd      *exec.Cmd
 }
 
+// Credentials are a user of the backup's own auth store (with the root role), for a scratch
+// member restored from a backup taken with auth enabled: etcd refuses it hashkv, reads and
+// writes otherwise.
+type Credentials struct {
+	User, Password string
+}
+
+// forBackup returns c when f was taken with auth enabled, none otherwise (etcd refuses a
+// login when auth is off), or an error when they are needed and not given.
+func (c Credentials) forBackup(f *Full) (Credentials, error) {
+	switch {
+	case !f.AuthEnabled:
+		return Credentials{}, nil
+	case c.User == "":
+		return c, fmt.Errorf("backup %s was taken with auth enabled: the member restored from it answers only a user of its own auth store with the root role (give --user root:PASSWORD)", f.ID)
+	}
+	return c, nil
+}
+
 // restoreFailed is etcdutl refusing the snapshot: the backup's fault, not the machine's.
 type restoreFailed struct{ msg string }
 
@@ -30,7 +49,7 @@ func (r restoreFailed) Error() string { return r.msg }
 
 // startScratch restores snap with etcdutl into dir/<name>.etcd and starts etcd on it (with
 // extra flags); the caller stops it.
-func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []string, extra ...string) (*scratch, error) {
+func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []string, creds Credentials, extra ...string) (*scratch, error) {
 	fi, err := os.Stat(snap)
 	if err != nil {
 		return nil, err
@@ -68,11 +87,31 @@ func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []s
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the scratch member: %w", err)
 	}
-	if s.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}); err != nil {
+	if s.cli, err = scratchClient(ctx, client, creds); err != nil {
 		s.stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// scratchClient is a client of the scratch member; with credentials it logs in once the member
+// serves (a login needs the member up, and clientv3.New logs in at once).
+func scratchClient(ctx context.Context, endpoint string, creds Credentials) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), Username: creds.User, Password: creds.Password}
+	if creds.User == "" {
+		return clientv3.New(cfg)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cli, err := clientv3.New(cfg)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				return nil, fmt.Errorf("log in to the scratch member as %s: %w", creds.User, err)
+			}
+			return cli, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // lastLog is the last line of its log, for an error.

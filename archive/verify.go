@@ -39,6 +39,8 @@ type VerifyOptions struct {
 	Etcdutl []string
 	// Scratch is a folder for the restore (removed after).
 	Scratch string
+	// Credentials log in to a member restored from a backup taken with auth enabled.
+	Credentials Credentials
 }
 
 // Verify restores the backup into a scratch one-member etcd on 127.0.0.1, asks it for its hash
@@ -81,7 +83,11 @@ func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOp
 	} else if err != nil {
 		return 0, "", err
 	}
-	sm, err := startScratch(ctx, snap, dir, "verify", opts.Etcd, opts.Etcdutl)
+	creds, err := opts.Credentials.forBackup(f)
+	if err != nil {
+		return 0, "", err
+	}
+	sm, err := startScratch(ctx, snap, dir, "verify", opts.Etcd, opts.Etcdutl, creds)
 	var refused restoreFailed
 	if errors.As(err, &refused) {
 		return 0, refused.msg, nil

@@ -83,7 +83,11 @@ func replayAndHash(ctx context.Context, st *store.Store, p *Point, opts VerifyOp
 	if err != nil {
 		return 0, "", err
 	}
-	sm, err := startScratch(ctx, snap, dir, "verify-point", opts.Etcd, opts.Etcdutl, "--unsafe-no-fsync")
+	creds, err := opts.Credentials.forBackup(&p.Full)
+	if err != nil {
+		return 0, "", err
+	}
+	sm, err := startScratch(ctx, snap, dir, "verify-point", opts.Etcd, opts.Etcdutl, creds, "--unsafe-no-fsync")
 	var refused restoreFailed
 	if errors.As(err, &refused) {
 		return 0, refused.msg, nil

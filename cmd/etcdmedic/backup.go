@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/archive"
+	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/store"
 )
 
@@ -182,10 +183,14 @@ snapshot, restores.`,
 			if err != nil {
 				return err
 			}
+			creds, err := scratchCredentials(conn.conn.User, conn.conn.Password)
+			if err != nil {
+				return err
+			}
 			res := backupResult{Store: sf.url}
 			failed := 0
 			for _, e := range todo {
-				v, err := archive.Verify(cmd.Context(), st, &e.Full, archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutlLine, Scratch: scratchDir()})
+				v, err := archive.Verify(cmd.Context(), st, &e.Full, archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutlLine, Scratch: scratchDir(), Credentials: creds})
 				if err != nil {
 					return failf("", "verify %s: %v", e.ID, err)
 				}
@@ -232,7 +237,8 @@ func verifyPoint(cmd *cobra.Command, opts *globalOptions, conn *connFlags, st *s
 		return failf("", "backup verify --point: %v", err)
 	}
 	defer cli.Close()
-	v, err := archive.VerifyPoint(cmd.Context(), st, cli, conn.conn.Endpoints[0], archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutlLine, Scratch: scratchDir()})
+	creds := archive.Credentials{User: conn.conn.User, Password: conn.conn.Password}
+	v, err := archive.VerifyPoint(cmd.Context(), st, cli, conn.conn.Endpoints[0], archive.VerifyOptions{Etcd: etcd, Etcdutl: etcdutlLine, Scratch: scratchDir(), Credentials: creds})
 	if err != nil {
 		return failf("nothing was recorded: run it again once the cause is fixed", "backup verify --point: %v", err)
 	}
@@ -294,6 +300,7 @@ func newRestoreCommand(opts *globalOptions) *cobra.Command {
 	var toRevision int64
 	var dataDirs, peerURLs []string
 	var ro archive.RestoreOptions
+	var user, password string
 	cmd := &cobra.Command{
 		Use:   "restore --store URL --data-dir NAME=PATH...",
 		Short: "Restore the cluster from the store, to the latest point or to a revision or time, into a new data dir for every member",
@@ -336,6 +343,9 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 			if ro.Etcd, ro.Etcdutl, err = restoreTools(etcdCommand, etcdutl); err != nil {
 				return err
 			}
+			if ro.Credentials, err = scratchCredentials(user, password); err != nil {
+				return err
+			}
 			var targets []archive.Target
 			for _, name := range slices.Sorted(maps.Keys(dirs)) {
 				abs, err := filepath.Abs(dirs[name])
@@ -363,7 +373,19 @@ Data dirs must be absent or empty: a restore never writes over data. For Kuberne
 	cmd.Flags().Uint64Var(&ro.BumpRevision, "bump-revision", 0, "add this to every revision (Kubernetes: more than the writes since the backup, e.g. 1000000000)")
 	cmd.Flags().BoolVar(&ro.MarkCompacted, "mark-compacted", false, "with --bump-revision: mark the restored revisions compacted, so that watchers and informers relist")
 	cmd.Flags().StringVar(&ro.Token, "initial-cluster-token", "", "the new cluster's token (default: etcdutl's)")
+	cmd.Flags().StringVar(&user, "user", "", "for a backup taken with auth enabled: a user of its auth store with the root role, NAME[:PASSWORD], to replay the history as")
+	cmd.Flags().StringVar(&password, "password", "", "the --user's password")
 	return cmd
+}
+
+// scratchCredentials reads --user and --password as etcdctl does (NAME:PASSWORD, or NAME and a
+// prompt), for a scratch member restored from a backup taken with auth enabled.
+func scratchCredentials(user, password string) (archive.Credentials, error) {
+	c := cluster.Conn{User: user, Password: password}
+	if err := c.ResolveUser(askPassword); err != nil {
+		return archive.Credentials{}, failf("give --user NAME:PASSWORD, or --user NAME with --password", "%v", err)
+	}
+	return archive.Credentials{User: c.User, Password: c.Password}, nil
 }
 
 func newBackupRunCommand(opts *globalOptions) *cobra.Command {
@@ -402,7 +424,7 @@ lag, verifications, store errors.`,
 				if err != nil {
 					return err
 				}
-				vo := &archive.VerifyOptions{Etcd: etcd, Etcdutl: line, Scratch: o.Scratch}
+				vo := &archive.VerifyOptions{Etcd: etcd, Etcdutl: line, Scratch: o.Scratch, Credentials: archive.Credentials{User: conn.conn.User, Password: conn.conn.Password}}
 				if verify {
 					o.Verify = vo
 				}
