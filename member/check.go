@@ -173,10 +173,12 @@ func addedEarlier(v *cluster.View, urls []string) *cluster.MemberView {
 
 // checkPeerURLsFree refuses the new member's peer URLs when a member other than the one it
 // replaces (target, nil when already removed) holds one of them, unless that member is the
-// record an earlier run of this same replace added and Join goes on from.
-func checkPeerURLsFree(v *cluster.View, target *cluster.MemberView, spec JoinSpec) error {
+// record an earlier run of this same replace added and Join goes on from, or the member an
+// earlier run started on the new data dir (started, NoID when none; see startedEarlier).
+func checkPeerURLsFree(v *cluster.View, target *cluster.MemberView, spec JoinSpec, started etcdmedic.ID) error {
 	for _, m := range v.Members {
-		if !m.PeerURLs.Overlap(spec.PeerURLs) || (target != nil && m.ID == target.ID) || joinGoesOnFrom(m.Member, spec) {
+		if !m.PeerURLs.Overlap(spec.PeerURLs) || (target != nil && m.ID == target.ID) || joinGoesOnFrom(m.Member, spec) ||
+			(started != etcdmedic.NoID && m.ID == started) {
 			continue
 		}
 		return &PeerURLsTakenError{URLs: spec.PeerURLs, Holder: m.Member, NewName: spec.Name}

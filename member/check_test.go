@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/cluster/clustertest"
+	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
 // The cluster of these tables: m1, m2, m3 (kubeadm's three masters, incident 2); l4 is a learner
@@ -194,6 +195,7 @@ func TestCheckPeerURLsFree(t *testing.T) {
 		members []etcdmedic.Member
 		old     string // "" when an earlier run removed it
 		spec    JoinSpec
+		started etcdmedic.ID // the member an earlier run started on the new data dir
 		holder  etcdmedic.ID // who holds them, NoID when free
 	}{
 		{name: "free peer URLs", members: three, old: "m3", spec: replaceM4},
@@ -207,6 +209,8 @@ func TestCheckPeerURLsFree(t *testing.T) {
 		{name: "a learner started as another member", members: []etcdmedic.Member{m1, m2, m5Learner}, spec: replaceM4, holder: m4Added.ID},
 		{name: "a learner with more peer URLs than the new member's", members: []etcdmedic.Member{m1, m2, wider}, spec: replaceM4, holder: m4Added.ID},
 		{name: "the new member promoted: the replacement is done", members: []etcdmedic.Member{m1, m2, m4Promoted}, spec: replaceM4, holder: m4Added.ID},
+		{name: "the new member promoted on the data dir given: the run finishes it", members: []etcdmedic.Member{m1, m2, m4Promoted}, spec: replaceM4, started: m4Added.ID},
+		{name: "m1's peer URL, another member started on the data dir", members: []etcdmedic.Member{m1, m2, m4Started}, spec: JoinSpec{Name: "m4", PeerURLs: m1.PeerURLs}, started: m4Added.ID, holder: m1.ID},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := answers(tc.members, tc.members...)
@@ -214,7 +218,7 @@ func TestCheckPeerURLsFree(t *testing.T) {
 			if tc.old != "" {
 				target = v.Find(tc.old)
 			}
-			err := checkPeerURLsFree(v, target, tc.spec)
+			err := checkPeerURLsFree(v, target, tc.spec, tc.started)
 			if tc.holder == etcdmedic.NoID {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -227,6 +231,35 @@ func TestCheckPeerURLsFree(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), taken.Holder.Label()) {
 				t.Errorf("the refusal does not say which member holds the URLs: %v", err)
+			}
+		})
+	}
+}
+
+// startedOn: a rerun goes on from the new data dir, instead of guarding it, only when it holds
+// the very member an earlier run of the same replace or add added and started there.
+func TestStartedOn(t *testing.T) {
+	own := &datadir.Identity{ClusterID: liveID, MemberID: m4Added.ID}
+	for _, tc := range []struct {
+		name   string
+		member etcdmedic.Member
+		spec   JoinSpec
+		dir    *datadir.Identity
+		want   bool
+	}{
+		{name: "the learner started there, killed before the promotion", member: m4Started, spec: replaceM4, dir: own, want: true},
+		{name: "the learner started there, killed before it published its name", member: m4Added, spec: replaceM4, dir: own, want: true},
+		{name: "promoted there, killed before the verification", member: m4Promoted, spec: replaceM4, dir: own, want: true},
+		{name: "an empty data dir", member: m4Started, spec: replaceM4},
+		{name: "the data of another member (m3's old volume)", member: m4Started, spec: replaceM4, dir: &datadir.Identity{ClusterID: liveID, MemberID: m3.ID}},
+		{name: "the same member ID in another cluster", member: m4Started, spec: replaceM4, dir: &datadir.Identity{ClusterID: etcdmedic.MustParseID("c2"), MemberID: m4Added.ID}},
+		{name: "no member ID in the WAL", member: m4Started, spec: replaceM4, dir: &datadir.Identity{ClusterID: liveID}},
+		{name: "started under another name", member: m4Started, spec: JoinSpec{Name: "m5", PeerURLs: newPeer}, dir: own},
+		{name: "the member has more peer URLs than the new one", member: etcdmedic.Member{ID: m4Added.ID, Name: "m4", PeerURLs: etcdmedic.URLs{newPeer[0], "http://10.0.0.16:2380"}, IsLearner: true}, spec: replaceM4, dir: own},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := startedOn(tc.member, liveID, tc.spec, tc.dir); got != tc.want {
+				t.Fatalf("startedOn = %v, want %v", got, tc.want)
 			}
 		})
 	}

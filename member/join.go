@@ -72,14 +72,21 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 	}
 	var id uint64
 	var members []*etcdserverpb.Member
-	alreadyVoter := false
+	alreadyVoter, startedHere := false, false
 	if m := findByPeerURLs(list.Members, spec.PeerURLs); m != nil {
-		if !m.IsLearner && m.Name != "" {
+		// Started on spec's data dir by an earlier run, interrupted before the promotion (or
+		// before it could say so): its data dir is its own, and it is finished from there.
+		startedHere = startedOnDataDir(list, m, spec)
+		if !m.IsLearner && m.Name != "" && !startedHere {
 			return nil, fmt.Errorf("member %s (%x) already has peer URLs %s and has started: nothing to join", m.Name, m.ID, strings.Join(spec.PeerURLs, ","))
 		}
 		// Added before (by an earlier run, or by a plain member add that was never started).
 		alreadyVoter = !m.IsLearner
-		j.step(out, "member %x with peer URLs %s was already added (learner: %v): going on from there", m.ID, strings.Join(spec.PeerURLs, ","), m.IsLearner)
+		if startedHere {
+			j.step(out, "member %x with peer URLs %s was added and started on %s by an earlier run (learner: %v): going on from there, its data kept as it is", m.ID, strings.Join(spec.PeerURLs, ","), spec.DataDir, m.IsLearner)
+		} else {
+			j.step(out, "member %x with peer URLs %s was already added (learner: %v): going on from there", m.ID, strings.Join(spec.PeerURLs, ","), m.IsLearner)
+		}
 		id, members = m.ID, list.Members
 	} else {
 		j.step(out, "etcdctl member add %s --learner --peer-urls=%s", spec.Name, strings.Join(spec.PeerURLs, ","))
@@ -99,16 +106,29 @@ func (j *Joiner) Join(ctx context.Context, spec JoinSpec) (*Joined, error) {
 	if spec.WALDir != "" {
 		out.Start.ExtraFlags = append([]string{"--wal-dir=" + spec.WALDir}, spec.ExtraFlags...)
 	}
+	// A second etcd on the data dir would fail on its locks, or worse: never start one.
+	runs := startedHere && runsOn(spec)
 	if j.Runtime == nil {
-		j.step(out, "start the member with an empty data dir and these flags: etcd %s", strings.Join(out.Start.Flags(), " "))
+		switch {
+		case runs:
+			j.step(out, "%s runs already on %s: leave it running", spec.Name, spec.DataDir)
+		case startedHere:
+			j.step(out, "start the member on its data dir %s as it is (it holds the member's own data: do not empty it) with these flags: etcd %s", spec.DataDir, strings.Join(out.Start.Flags(), " "))
+		default:
+			j.step(out, "start the member with an empty data dir and these flags: etcd %s", strings.Join(out.Start.Flags(), " "))
+		}
 		if !alreadyVoter {
 			j.step(out, "once it has caught up: etcdctl member promote %x (or etcdmedic member promote %s)", id, spec.Name)
 		}
 		return out, nil
 	}
-	j.step(out, "start %s: etcd %s", spec.Name, strings.Join(out.Start.Flags(), " "))
-	if err := j.Runtime.Start(ctx, out.Start); err != nil {
-		return out, err
+	if runs {
+		j.step(out, "%s runs already on %s: not started again", spec.Name, spec.DataDir)
+	} else {
+		j.step(out, "start %s: etcd %s", spec.Name, strings.Join(out.Start.Flags(), " "))
+		if err := j.Runtime.Start(ctx, out.Start); err != nil {
+			return out, err
+		}
 	}
 	if alreadyVoter {
 		j.step(out, "wait until %s serves (it was added as a voter: no promotion)", spec.Name)
@@ -255,6 +275,17 @@ func retryUnhealthy[T any](ctx context.Context, op func(context.Context) (T, err
 		case <-time.After(retryDelay):
 		}
 	}
+}
+
+// startedOnDataDir reports whether m, found by spec's peer URLs in list, was started on spec's
+// data dir (see startedOn); a data dir that cannot be read is not taken as evidence.
+func startedOnDataDir(list *clientv3.MemberListResponse, m *etcdserverpb.Member, spec JoinSpec) bool {
+	id, err := dataDirIdentity(spec.DataDir, spec.WALDir)
+	if err != nil || id == nil {
+		return false
+	}
+	member := etcdmedic.Member{ID: etcdmedic.ID(m.ID), Name: m.Name, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner}
+	return startedOn(member, etcdmedic.ClusterID(list.Header.ClusterId), spec, id)
 }
 
 func findByPeerURLs(ms []*etcdserverpb.Member, urls []string) *etcdserverpb.Member {

@@ -62,11 +62,11 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 		return nil, err
 	}
 	v := cluster.Observe(ctx, r.Conn)
-	target, err := r.precheck(ctx, v, old, spec)
+	target, started, err := r.precheck(ctx, v, old, spec)
 	if err != nil {
 		return nil, err
 	}
-	out.Plan = r.plan(target, spec)
+	out.Plan = r.plan(target, spec, started)
 	for i, p := range out.Plan {
 		r.say("step %d/%d: %s", i+1, len(out.Plan), p)
 	}
@@ -112,41 +112,56 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 }
 
 // precheck makes every refusal of replace before anything changes, and returns OLD, or nil
-// when an earlier run of this same replace removed it already.
-func (r *Replacer) precheck(ctx context.Context, v *cluster.View, old string, spec JoinSpec) (*cluster.MemberView, error) {
-	target := v.Find(old)
+// when an earlier run of this same replace removed it already, and NEW when an earlier run
+// started it on its data dir already (see startedEarlier), else nil.
+func (r *Replacer) precheck(ctx context.Context, v *cluster.View, old string, spec JoinSpec) (target, started *cluster.MemberView, err error) {
+	target = v.Find(old)
 	var replacing []etcdmedic.ID
 	if target != nil {
 		replacing = []etcdmedic.ID{target.ID}
 	}
 	if err := checkChange(v, spec.PeerURLs, replacing); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if target == nil {
 		evidence, err := checkOldGone(v, old, spec, readReplaceRecord(r.BackupDir, v.ClusterID))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		r.say("member %s is no longer in the membership, removed by an earlier run of this replace (%s): going on from there", old, evidence)
 	} else if err := quorumAfterRemoval(v, *target); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A refusal after the remove would leave the cluster a member short: judge the new
 	// member's peer URLs and data dir now.
-	if err := checkPeerURLsFree(v, target, spec); err != nil {
-		return nil, err
+	started = startedEarlier(v, spec)
+	startedID := etcdmedic.NoID
+	if started != nil {
+		startedID = started.ID
+		r.say("%s holds member %s, which an earlier run of this replace added and started there: its data is kept as it is, and the run goes on from it", spec.DataDir, started.Label())
 	}
-	if err := r.precheckDataDir(ctx, spec); err != nil {
-		return nil, err
+	if err := checkPeerURLsFree(v, target, spec, startedID); err != nil {
+		return nil, nil, err
 	}
-	return target, nil
+	if started == nil {
+		if err := r.precheckDataDir(ctx, spec); err != nil {
+			return nil, nil, err
+		}
+	}
+	return target, started, nil
 }
 
 // plan is the steps of the replacement, as the operator reads them before they run.
-func (r *Replacer) plan(target *cluster.MemberView, spec JoinSpec) []string {
+func (r *Replacer) plan(target *cluster.MemberView, spec JoinSpec, started *cluster.MemberView) []string {
 	plan := []string{fmt.Sprintf("snapshot the cluster into %s (sha256 checksummed) and verify it", r.BackupDir)}
 	if target != nil {
 		plan = append(plan, fmt.Sprintf("etcdctl member remove %s   # %s, %s", target.ID, target.Label(), upOrDown(*target)))
+	}
+	if started != nil {
+		return append(plan,
+			fmt.Sprintf("keep %s as it is: member %s, added and started there by an earlier run", spec.DataDir, started.Label()),
+			fmt.Sprintf("start %s there unless it runs, wait until it has caught up, etcdctl member promote", spec.Name),
+			"verify with etcdmedic doctor: quorum, leader, no critical finding")
 	}
 	return append(plan,
 		fmt.Sprintf("guard %s: quarantine any data in it (moved aside, never deleted)", spec.DataDir),
@@ -228,16 +243,20 @@ func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir s
 }
 
 // guardDataDir makes sure the new member starts on an empty data dir, quarantining anything
-// found there.
+// found there; the data dir an earlier run started the new member on is left as it is.
 func (r *Replacer) guardDataDir(ctx context.Context, spec JoinSpec) (*guard.Quarantined, error) {
 	if _, err := os.Stat(spec.DataDir); errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // precheckDataDir refused a WAL dir left behind without it
+	}
+	v := cluster.Observe(ctx, r.Conn)
+	if m := startedEarlier(v, spec); m != nil {
+		r.say("%s holds member %s, added and started there by an earlier run: kept as it is", spec.DataDir, m.Label())
+		return nil, nil
 	}
 	rep, err := datadir.Inspect(spec.DataDir, datadir.Options{WALDir: spec.WALDir})
 	if err != nil {
 		return nil, fmt.Errorf("inspect the new member's data dir: %w", err)
 	}
-	v := cluster.Observe(ctx, r.Conn)
 	verdict := guard.Classify(rep, v, guard.Expect{Name: spec.Name})
 	switch {
 	case verdict.Class == guard.Empty:

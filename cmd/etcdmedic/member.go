@@ -122,7 +122,8 @@ there, member remove OLD, guard the new data dir (any data in it is quarantined,
 member add NEW as a learner, start it (--start: a local process; otherwise the exact flags are
 printed), wait until it has caught up, promote it, and verify with doctor. --dry-run prints the
 plan only. Run again after an interruption, with the same --backup-dir: finished steps are
-recognized.
+recognized; a learner an earlier run started on --data-dir (that data dir holds its member ID)
+is kept as it is, started again only if it is not running, and promoted.
 
 Exit codes: 0 replaced, 2 refused (nothing changed), 3 failed part way (run again).`,
 		Args: cobra.ExactArgs(1),
