@@ -30,18 +30,54 @@ type envelope struct {
 	Plan     json.RawMessage `json:"plan"`
 }
 
-// Save writes v as the plan in dir (created if needed), with a checksum; it never replaces a
-// plan that is there already.
+// ErrFolderUsed means a plan folder already holds a plan or the journal of one: a new plan is
+// made in a new folder.
+var ErrFolderUsed = errors.New("the plan folder is in use")
+
+// FolderUsedError is a plan folder that holds Found (plan.json or journal.jsonl).
+type FolderUsedError struct {
+	Dir   string
+	Found string
+}
+
+func (e *FolderUsedError) Error() string {
+	if e.Found == File {
+		return fmt.Sprintf("%s already holds a plan: apply it, or make the new plan in a new folder (a new --plan-dir)", e.Dir)
+	}
+	// Journal entries are keyed by step IDs, which repeat from plan to plan ("snapshot",
+	// "hop0:m1"): a new plan beside an old journal would take its steps as done.
+	return fmt.Sprintf("%s holds the journal of an earlier plan (%s): a new plan there would take its steps as done; make the new plan in a new folder (a new --plan-dir), and keep the journal: it records what was done", e.Dir, e.Found)
+}
+
+func (e *FolderUsedError) Is(target error) bool { return target == ErrFolderUsed }
+
+// CheckUnused refuses a plan folder that already holds a plan or a journal (FolderUsedError),
+// or that someone else could write (CheckPrivate). A folder that does not exist yet passes.
+func CheckUnused(dir string) error {
+	if err := CheckPrivate(dir); err != nil {
+		return err
+	}
+	for _, name := range []string{File, JournalFile} {
+		_, err := os.Lstat(filepath.Join(dir, name))
+		if err == nil {
+			return &FolderUsedError{Dir: dir, Found: name}
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Save writes v as the plan in dir (created if needed), with a checksum. It never writes into a
+// folder that holds a plan or a journal already (CheckUnused).
 func Save(dir string, v any) error {
 	// A new plan folder is fsynced into its parent before anything is done by the plan.
 	if err := backup.MkdirAllSynced(dir); err != nil {
 		return err
 	}
-	if err := CheckPrivate(dir); err != nil {
+	if err := CheckUnused(dir); err != nil {
 		return err
-	}
-	if _, err := os.Stat(filepath.Join(dir, File)); err == nil {
-		return fmt.Errorf("%s already holds a plan: apply it, or choose another folder", dir)
 	}
 	body, err := json.MarshalIndent(v, "  ", "  ")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,5 +70,66 @@ func TestExecutorResumes(t *testing.T) {
 	j, _ = OpenJournal(dir)
 	if _, done := j.Done("c"); !done {
 		t.Fatal("the record after a torn line was lost")
+	}
+}
+
+// Review item 7: journal entries are keyed by step IDs, which repeat from plan to plan, so a
+// new plan beside an old journal would have every step skipped as done. Save refuses a folder
+// that holds a plan or a journal, writes nothing into it and leaves the journal as it was.
+// Each row is what an operator may leave in the folder.
+func TestSaveRefusesAFolderThatHoldsAPlanOrAJournal(t *testing.T) {
+	type p struct{ Survivor string }
+	journal := `{"step":"snapshot","event":"done","at":"2026-12-01T03:00:00Z"}` + "\n"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string // left in the folder before Save
+		found string            // the artefact Save must name ("": Save writes the plan)
+	}{
+		{"a new folder", nil, ""},
+		{"an empty folder", map[string]string{}, ""},
+		{"a plan.json.tmp torn by a crash inside Save", map[string]string{File + ".tmp": `{"chec`}, ""},
+		{"a plan not applied yet", map[string]string{File: `{}`}, File},
+		{"the journal of an applied plan whose plan.json was deleted", map[string]string{JournalFile: journal}, JournalFile},
+		{"an empty journal", map[string]string{JournalFile: ""}, JournalFile},
+		{"a plan and its journal", map[string]string{File: `{}`, JournalFile: journal}, File},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "plan")
+			if tc.files != nil {
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for name, body := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := Save(dir, p{"m2"})
+			if tc.found == "" {
+				var got p
+				if err != nil || Load(dir, &got) != nil || got.Survivor != "m2" {
+					t.Fatalf("Save into %s: %v", tc.name, err)
+				}
+				return
+			}
+			var used *FolderUsedError
+			if !errors.Is(err, ErrFolderUsed) || !errors.As(err, &used) || used.Found != tc.found || used.Dir != dir {
+				t.Fatalf("Save beside %s: want a FolderUsedError naming %s, got %v", tc.name, tc.found, err)
+			}
+			if !strings.Contains(err.Error(), "a new --plan-dir") {
+				t.Errorf("the refusal must say to use a new --plan-dir: %v", err)
+			}
+			for name, body := range tc.files {
+				if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != body {
+					t.Errorf("%s changed by a refused Save: %q, %v", name, b, err)
+				}
+			}
+			if _, ok := tc.files[File]; !ok {
+				if _, err := os.Stat(filepath.Join(dir, File)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("a refused Save wrote a plan: %v", err)
+				}
+			}
+		})
 	}
 }

@@ -69,12 +69,17 @@ const (
 )
 
 // Apply runs the plan's steps, skipping those the journal says are done. What it did is
-// returned also when it fails.
+// returned also when it fails. A plan whose recorded check holds a critical finding its hops
+// do not route around (one made by an earlier etcdmedic) is refused before anything is
+// started, stopped or journaled (ErrBlocked).
 func (a *Applier) Apply(ctx context.Context) (*Applied, error) {
 	if a.Timeout == 0 {
 		a.Timeout = 2 * time.Minute
 	}
 	res := &Applied{From: a.Plan.From, Target: a.Plan.Target, Timings: []plan.Timing{}}
+	if err := a.Plan.blocked(); err != nil {
+		return res, err
+	}
 	j, err := plan.OpenJournal(a.Dir)
 	if err != nil {
 		return res, err

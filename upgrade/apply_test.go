@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -28,7 +29,8 @@ func journaled(t *testing.T, record func(j *plan.Journal, at time.Time)) (*Appli
 	record(j, time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC))
 	p := &Plan{Version: 1, From: "v3.5.24", Target: "v3.6.16",
 		Members: []Member{{Name: "m1", DataDir: t.TempDir()}, {Name: "m2", DataDir: t.TempDir()}},
-		Steps:   []plan.Step{plan.NewStep(StepSnapshot, "", "snapshot the cluster"), hopStep(0, "m1", "restart m1"), hopStep(0, "m2", "restart m2")}}
+		Steps:   []plan.Step{plan.NewStep(StepSnapshot, "", "snapshot the cluster"), hopStep(0, "m1", "restart m1"), hopStep(0, "m2", "restart m2")},
+		Check:   &Report{Verdict: "SAFE", Findings: []finding.Finding{}}}
 	var events []Event
 	return &Applier{Plan: p, Dir: dir, Progress: func(e Event) { events = append(events, e) }}, &events
 }

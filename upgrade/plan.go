@@ -104,7 +104,8 @@ func Hops(current, target *Version, binaries map[string]string) ([]Hop, error) {
 
 // NewPlan lays out the steps: a checksummed snapshot first, then each hop member by member in
 // the order given (the caller puts the leader last; if leadership has moved by then, the
-// leader is asked to hand it over before its restart), and a check after each hop.
+// leader is asked to hand it over before its restart), and a check after each hop. It refuses
+// (a *BlockedError) when check holds a critical finding the hops do not route around.
 func NewPlan(check *Report, current, target *Version, members []Member, binaries map[string]string, backupDir string, etcdFlags []string, now time.Time) (*Plan, error) {
 	if backupDir == "" {
 		return nil, errors.New("--backup-dir is required: a snapshot is taken before anything changes")
@@ -119,6 +120,9 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	}
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), From: "v" + current.String(), Target: "v" + target.String(), Members: members, Hops: hops,
 		Binaries: binaries, BackupDir: abs, EtcdFlags: etcdFlags, Check: check}
+	if err := p.blocked(); err != nil {
+		return nil, err
+	}
 	p.Steps = append(p.Steps, plan.NewStep(StepSnapshot, "", "snapshot the cluster into "+abs+" (sha256 checksummed)"))
 	if target.Minor < current.Minor {
 		p.Downgrade = fmt.Sprintf("%d.%d", target.Major, target.Minor)

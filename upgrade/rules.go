@@ -282,5 +282,5 @@ func membershipNotChecked(s situation) []finding.Finding {
 	}
 	return found(IDMembershipUnknown, finding.Critical, "membership not checked on "+strings.Join(unchecked, ","),
 		"Online, v3.5 serves member list from the v2 store, so the v3 records cannot be seen without their db.",
-		"Give each member's data dir (--data-dir NAME=PATH, members stopped) or add --fetch-backends to copy each member's db with snapshot save.")
+		"Bring back any member that is down; then give each member's data dir (--data-dir NAME=PATH, members stopped) or add --fetch-backends to copy each member's db with snapshot save.")
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/datadir"
+	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/recovery"
 	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/upgrade"
@@ -146,7 +147,13 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION --endpoints ... --data-dir NAME=PATH... --etcd-binary VERSION=PATH... --backup-dir DIR --plan-dir DIR",
 		Short: "Write a rolling upgrade plan: the safe hops (through v3.5.24+ and a full restart when needed), member by member",
-		Args:  cobra.NoArgs,
+		Long: `Checks the upgrade (every member's db fetched) and writes the plan into --plan-dir, a folder
+with no plan and no journal in it. Refused, nothing written, when the check holds a critical
+finding the hops do not route around (v2 custom keys, auth on from v3.4, drift with no full
+restart on v3.5.24+ in the path, ...): each is listed with its remedy.
+
+Exit codes: 0 the plan is written, 2 refused by the check, 3 could not run.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			target, err := upgrade.ParseVersion(to)
 			if err != nil || to == "" {
@@ -180,12 +187,18 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			if err := cf.resolve(cmd.Flags()); err != nil {
 				return err
 			}
+			// Before every member's db is fetched: a folder in use is refused (Save checks again).
+			if err := plan.CheckUnused(planDir); err != nil {
+				return planDirRefused(err)
+			}
 			p, err := upgrade.Prepare(cmd.Context(), upgrade.PrepareOptions{Conn: cf.conn, Target: target, DataDirs: dirs,
 				Binaries: bins, BackupDir: backupDir, EtcdFlags: etcdFlags, PassEnv: passed, Now: time.Now()})
 			var noDir *upgrade.NoDataDirError
 			switch {
 			case errors.As(err, &noDir):
 				return failf("the upgrade restarts each member as a local process on its data dir", "%v", err)
+			case errors.Is(err, upgrade.ErrBlocked):
+				return &cliError{code: exitCritical, err: err, hint: "nothing was written: do what each finding says, then run etcdmedic upgrade check again"}
 			case err != nil:
 				return gatherFailed(err)
 			}
@@ -195,7 +208,7 @@ func newUpgradePlanCommand(opts *globalOptions) *cobra.Command {
 			}
 			defer l.Release()
 			if err := p.Save(planDir); err != nil {
-				return failf("", "%v", err)
+				return planDirRefused(err)
 			}
 			pr, _ := printerFor(opts.writeOut)
 			return pr.UpgradePlan(cmd.OutOrStdout(), p)
@@ -227,7 +240,9 @@ A member is stopped only when the cluster can spare it: every other member of th
 serving, one leader, and a quorum of voters serving without it (a cluster of one or two voters
 never has one: there it is enough that every other voter serves). Otherwise apply waits up to
 30 s, then stops with nothing stopped and names the members that are down; run it again once
-they are back.
+they are back. Before its first step it checks the plan's recorded check again, and refuses
+(exit 2, nothing started or stopped) a plan whose check holds a critical finding its hops do
+not route around.
 
 Progress: with -w table, a line per step and per event on stderr, and the step timings on
 stdout at the end. With -w json, stdout is JSON lines: one object per event as it happens
@@ -268,6 +283,9 @@ member-started-again), then the result ({"planDir","report","error"}) as the las
 			if perr := pr.UpgradeApply(cmd.OutOrStdout(), res); perr != nil {
 				return perr
 			}
+			if errors.Is(err, upgrade.ErrBlocked) {
+				return &cliError{code: exitCritical, err: err, hint: "nothing was started or stopped: do what each finding says, run etcdmedic upgrade check again, then make a new plan in a new --plan-dir"}
+			}
 			if err != nil {
 				return failf(fmt.Sprintf("fix the cause, then run etcdmedic upgrade apply %s --yes again: done steps are skipped", args[0]), "%v", err)
 			}
@@ -278,6 +296,14 @@ member-started-again), then the result ({"planDir","report","error"}) as the las
 	cmd.Flags().BoolVar(&yes, "yes", false, "really restart the members")
 	cmd.Flags().DurationVar(&timeout, "step-timeout", 2*time.Minute, "how long a restarted member may take to serve and catch up")
 	return cmd
+}
+
+// planDirRefused says why the plan could not be written into --plan-dir.
+func planDirRefused(err error) error {
+	if errors.Is(err, plan.ErrFolderUsed) {
+		return failf("give a new --plan-dir (and never delete a plan's journal: it records what was done)", "%v", err)
+	}
+	return failf("", "%v", err)
 }
 
 // upgradeApplyResult is what upgrade apply prints at its end.

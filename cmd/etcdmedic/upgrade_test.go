@@ -2,12 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/etcdmedic/etcdmedic/finding"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
+	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/upgrade"
 )
 
@@ -249,4 +256,79 @@ func upgradePlanArgs(t *testing.T, c *etcdtest.Cluster, planDir, backups string,
 		args = append(args, "--data-dir", m.Name+"="+m.DataDir)
 	}
 	return append(args, "--endpoints", strings.Join(eps, ",")), eps
+}
+
+// Review item 4: a member of a v3.5.24 cluster is down, so its v3 membership cannot be read,
+// and the hops to v3.6 (v3.6.16 straight away: no restart hop) do nothing about it. upgrade
+// plan refuses with exit 2, names the finding and its remedy, and writes nothing.
+func TestUpgradePlanRefusesABlockedCheckItsHopsDoNotRouteAround(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, Version: etcdtest.V3_5_24})
+	if err := c.Member("m3").Stop(); err != nil {
+		t.Fatal(err)
+	}
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	args, _ := upgradePlanArgs(t, c, planDir, backups, etcdtest.V3_6)
+	code, out, errOut := runCLI(t, args...)
+	if code != exitCritical || !strings.Contains(errOut, upgrade.IDMembershipUnknown) || !strings.Contains(errOut, "Bring back any member that is down") || !strings.Contains(errOut, "nothing was written") {
+		t.Fatalf("upgrade plan with m3 down: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(planDir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused plan wrote its folder: %v", err)
+	}
+	if _, err := os.Stat(backups); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused plan wrote the backup folder: %v", err)
+	}
+}
+
+// apply checks the plan's recorded check again before its first step: a plan made by an
+// earlier etcdmedic for v2 custom keys (v3.6 refuses to start on them) is refused with exit 2,
+// the finding and its remedy named, and no journal written.
+func TestUpgradeApplyRefusesAPlanWhoseCheckIsBlocked(t *testing.T) {
+	t.Parallel()
+	planDir := filepath.Join(t.TempDir(), "plan")
+	v2 := finding.Finding{ID: upgrade.IDV2CustomData, Severity: finding.Critical, Summary: "m1's v2 store holds 3 custom keys",
+		Remedy: "Migrate or delete the v2 keys on v3.5; verify with etcdutl check v2store."}
+	p := &upgrade.Plan{Version: 1, CreatedAt: time.Now().UTC(), From: "v3.5.24", Target: "v3.6.16",
+		Members: []upgrade.Member{{Name: "m1", DataDir: filepath.Join(t.TempDir(), "m1"), PeerURLs: []string{"http://127.0.0.1:1"}, ClientURLs: []string{"http://127.0.0.1:2"}}},
+		Hops:    []upgrade.Hop{{Version: "v3.6.16", Why: "the target"}}, Binaries: map[string]string{"v3.6.16": "/opt/etcd-3.6.16/etcd"},
+		Check: &upgrade.Report{Verdict: "BLOCKED", Findings: []finding.Finding{v2}},
+		Steps: []plan.Step{{ID: "snapshot", Kind: upgrade.StepSnapshot, Title: "snapshot"}}}
+	if err := p.Save(planDir); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "upgrade", "apply", planDir, "--yes", "--command-timeout", "1s")
+	if code != exitCritical || !strings.Contains(errOut, upgrade.IDV2CustomData) || !strings.Contains(errOut, "etcdutl check v2store") || strings.Contains(out, "upgraded") {
+		t.Fatalf("apply of a blocked plan: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if names := dirNames(t, planDir); !slices.Equal(names, []string{plan.File}) {
+		t.Fatalf("a refused apply wrote into the plan folder: %v", names)
+	}
+}
+
+// Review item 7: plan.json deleted, the old journal kept, and a new plan made into the same
+// folder would have every step skipped as done, apply saying "upgraded". upgrade plan refuses
+// the folder before it looks at the cluster, says to give a new --plan-dir, and leaves the
+// journal as it was.
+func TestUpgradePlanRefusesAFolderWithAJournal(t *testing.T) {
+	t.Parallel()
+	planDir := filepath.Join(t.TempDir(), "plan")
+	if err := os.Mkdir(planDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	journal := `{"step":"snapshot","event":"done","at":"2026-12-01T03:00:00Z"}` + "\n" + `{"step":"hop0:m1","event":"done","at":"2026-12-01T03:01:00Z"}` + "\n"
+	if err := os.WriteFile(filepath.Join(planDir, plan.JournalFile), []byte(journal), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "upgrade", "plan", "--to", "v3.6.16", "--plan-dir", planDir, "--backup-dir", t.TempDir(),
+		"--etcd-binary", "v3.6.16=/opt/etcd-3.6.16/etcd", "--data-dir", "m1="+t.TempDir(), "--endpoints", "http://127.0.0.1:1", "--command-timeout", "1s")
+	if code != exitFailed || !strings.Contains(errOut, "journal") || !strings.Contains(errOut, "new --plan-dir") {
+		t.Fatalf("upgrade plan into a folder with a journal: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(planDir, plan.JournalFile)); err != nil || string(b) != journal {
+		t.Fatalf("the journal changed: %q, %v", b, err)
+	}
+	if names := dirNames(t, planDir); !slices.Equal(names, []string{plan.JournalFile}) {
+		t.Fatalf("a refused plan wrote into the folder: %v", names)
+	}
 }
