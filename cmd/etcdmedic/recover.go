@@ -81,8 +81,9 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 			if planDir == "" {
 				return failf("", "--plan-dir is required: the plan and its journal are kept there")
 			}
-			// Before any member is probed or stopped: apply will run what this folder holds.
-			if err := plan.CheckPrivate(planDir); err != nil {
+			// Before any member is probed or stopped: apply will run what this folder holds, and
+			// a folder with a plan or a journal already is another recovery's.
+			if err := plan.CheckUnused(planDir); err != nil {
 				return failf("", "--plan-dir: %v", err)
 			}
 			if err := cf.resolve(cmd.Flags()); err != nil && cmd.Flags().Changed("endpoints") {
