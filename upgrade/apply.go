@@ -294,10 +294,7 @@ func (a *Applier) check(ctx context.Context, hop int) error {
 	if fs := finding.ForCluster(v, finding.DefaultClusterRules()); finding.Worst(fs) == finding.Critical {
 		return fmt.Errorf("after hop %d the cluster is not healthy: %s", hop+1, fs[0].Summary)
 	}
-	// Membership must be clean before a hop to another minor version. Within v3.5 it may not be
-	// yet: a member upgraded early republished its record while later ones still ran the old
-	// version and skipped the rewrite; the next full restart repairs that.
-	if hop+1 < len(a.Plan.Hops) && sameMinor(a.Plan.Hops[hop].Version, a.Plan.Hops[hop+1].Version) {
+	if !driftMatters(a.Plan, hop) {
 		return nil
 	}
 	for _, m := range v.Members {
@@ -327,6 +324,20 @@ func fetchDrift(ctx context.Context, conn cluster.Conn, endpoint string) ([]data
 		return nil, fmt.Errorf("no membership in the db of %s: %s", endpoint, r.MembershipError)
 	}
 	return r.Membership.Drifts(), nil
+}
+
+// driftMatters says whether membership drift must be gone after hop: before a hop to another
+// minor version, and at the end of an upgrade (from v3.6 on, the v3 records are the
+// membership). Within v3.5 it may not be gone yet: a member upgraded early
+// republished its record while later ones still ran the old version and skipped the rewrite,
+// and only the next full restart repairs that; a v3.5 patch upgrade (v3.5.15 to v3.5.24, say)
+// ends with no such restart, and its drift is for the plan to v3.6 to route around, so it does
+// not fail an upgrade that went through.
+func driftMatters(p *Plan, hop int) bool {
+	if hop+1 < len(p.Hops) {
+		return !sameMinor(p.Hops[hop].Version, p.Hops[hop+1].Version)
+	}
+	return !(sameMinor(p.From, p.Target) && sameMinor(p.Target, "v3.5.0"))
 }
 
 func sameMinor(a, b string) bool {
