@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,5 +370,59 @@ func TestBackupsOfAClusterWithAuthEnabled(t *testing.T) {
 	v, err := archive.VerifyPoint(ctx, st, cli, endpoint, opts)
 	if err != nil || v.Result != "verified" || v.Replayed < 30 {
 		t.Fatalf("verify the point (history replayed as root): %+v %v", v, err)
+	}
+}
+
+// A restore of three members that fails on one (its disk full) changes no data dir: every
+// member is restored aside first and moved into place only once all are, so running it again,
+// once there is room, restores them all.
+func TestARestoreThatFailsOnOneMemberChangesNoDataDir(t *testing.T) {
+	t.Parallel()
+	st, _, f := backupOf(t, etcdtest.V3_6, 50)
+	ctx := t.Context()
+	p, err := archive.Choose(ctx, st, 0, time.Time{})
+	if err != nil || p.Full.ID != f.ID {
+		t.Fatalf("chose %+v (%v)", p, err)
+	}
+	root := t.TempDir()
+	full := filepath.Join(root, "m3")
+	if err := os.MkdirAll(full, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", full, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("a small filesystem is needed (tmpfs mount as root): %v", err)
+	}
+	mounted := true
+	t.Cleanup(func() {
+		if mounted {
+			syscall.Unmount(full, syscall.MNT_DETACH)
+		}
+	})
+	var targets []archive.Target
+	for i, name := range []string{"m1", "m2", "m3"} {
+		targets = append(targets, archive.Target{Name: name, DataDir: filepath.Join(root, name), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", 2380+i)})
+	}
+	opts := archive.RestoreOptions{Etcdutl: verifyOptions(t).Etcdutl, Scratch: t.TempDir()}
+	if _, err := archive.Restore(ctx, st, p, targets, opts); err == nil {
+		t.Fatal("a restore with m3's data dir on a 1 MiB disk went through")
+	} else {
+		t.Logf("refused: %v", err)
+	}
+	for _, tg := range targets {
+		if ents, _ := os.ReadDir(tg.DataDir); len(ents) > 0 {
+			t.Fatalf("after the failed restore %s holds %v: want it as it was", tg.DataDir, ents)
+		}
+	}
+	syscall.Unmount(full, syscall.MNT_DETACH)
+	mounted = false
+	res, err := archive.Restore(ctx, st, p, targets, opts)
+	if err != nil {
+		t.Fatalf("the same restore again, with room: %v", err)
+	}
+	for _, dir := range res.DataDirs {
+		ents, _ := os.ReadDir(dir)
+		if len(ents) != 1 || ents[0].Name() != "member" {
+			t.Fatalf("%s holds %v after the restore, want its member folder only", dir, ents)
+		}
 	}
 }

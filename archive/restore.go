@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/store"
 )
@@ -97,8 +98,19 @@ func Restore(ctx context.Context, st *store.Store, p *Point, targets []Target, o
 	if opts.BumpRevision > 0 {
 		res.BumpedTo = p.Revision + int64(opts.BumpRevision)
 	}
+	// Every member is restored into a folder of its own inside its data dir first, and moved
+	// into place only once all are: a restore that fails on one member leaves every data dir
+	// as it found it, and running it again starts over.
+	var staged []string
+	unstage := func() {
+		for _, dir := range staged {
+			os.RemoveAll(dir)
+		}
+	}
 	for _, t := range targets {
-		args := []string{"snapshot", "restore", snap, "--name", t.Name, "--data-dir", t.DataDir,
+		stage := filepath.Join(t.DataDir, restoringDir)
+		staged = append(staged, stage)
+		args := []string{"snapshot", "restore", snap, "--name", t.Name, "--data-dir", stage,
 			"--initial-cluster", res.InitialCluster, "--initial-advertise-peer-urls", t.PeerURL}
 		if opts.Token != "" {
 			args = append(args, "--initial-cluster-token", opts.Token)
@@ -113,11 +125,38 @@ func Restore(ctx context.Context, st *store.Store, p *Point, targets []Target, o
 		cmd := etcdutlCommand(ctx, opts.Etcdutl, args...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
-			return res, fmt.Errorf("etcdutl %s: %v: %s", strings.Join(args, " "), err, lastLine(out.String()))
+			unstage()
+			return res, fmt.Errorf("etcdutl %s: %v: %s (no data dir was changed)", strings.Join(args, " "), err, lastLine(out.String()))
+		}
+	}
+	for i, t := range targets {
+		if err := moveIntoPlace(staged[i], t.DataDir); err != nil {
+			return res, err
 		}
 		res.DataDirs = append(res.DataDirs, t.DataDir)
 	}
 	return res, nil
+}
+
+// restoringDir is where, inside a data dir, a member is restored before it is moved into place.
+const restoringDir = ".etcdmedic-restoring"
+
+// moveIntoPlace moves what etcdutl restored into stage (the member folder) up into dataDir,
+// synced, and removes the stage.
+func moveIntoPlace(stage, dataDir string) error {
+	ents, err := os.ReadDir(stage)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if err := os.Rename(filepath.Join(stage, e.Name()), filepath.Join(dataDir, e.Name())); err != nil {
+			return fmt.Errorf("move the restored %s into %s: %w", e.Name(), dataDir, err)
+		}
+	}
+	if err := backup.SyncDir(dataDir); err != nil {
+		return err
+	}
+	return os.Remove(stage)
 }
 
 // fillPeerURLs takes each target's peer URL, when not given, from the membership the snapshot
@@ -156,6 +195,10 @@ func emptyOrAbsent(dir string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if len(ents) == 1 && ents[0].Name() == restoringDir {
+		// A restore cut short before its members were moved into place: its own, remade now.
+		return os.RemoveAll(filepath.Join(dir, restoringDir))
 	}
 	if len(ents) > 0 {
 		return fmt.Errorf("%s is not empty: a restore never writes over data; move it aside first (etcdmedic guard --fix quarantines a stale data dir)", dir)
