@@ -231,6 +231,7 @@ func quarantine(dataDir string, report *datadir.Report, why Reason, now time.Tim
 		if err := wal.move(filepath.Join(final, "manifest.json")); err != nil {
 			return nil, err
 		}
+		plan.Crashpoint("quarantine:wal-moved") // half a member left: its db without its log
 	}
 	for _, name := range m.Entries {
 		src := filepath.Join(dataDir, name)

@@ -251,6 +251,11 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 		if err := a.waitWrites(ctx, survivor); err != nil {
 			return fmt.Errorf("%s runs, but not as the one-member cluster this step makes (started by a supervisor before it was left alone?): stop it and apply again: %w", survivor.Name, err)
 		}
+		// Serving writes proves a quorum, not that it is this step's one-member cluster: the
+		// old cluster, restarted whole by a supervisor etcdmedic does not know, serves too.
+		if err := a.requireAlone(ctx, survivor); err != nil {
+			return err
+		}
 		a.say("%s already runs alone and serves writes (started by an earlier run of this step)", survivor.Name)
 		return nil
 	default:
@@ -326,6 +331,12 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 			break // a rerun: this step already started the survivor alone
 		}
 		if err := a.othersStopped(); err != nil {
+			return err
+		}
+		// The last moment before the survivor's data changes, with every member stopped: a
+		// survivor already changed by an interrupted run of this step is not read (see
+		// othersUnchangedSincePlan).
+		if err := a.othersUnchangedSincePlan(); err != nil {
 			return err
 		}
 		fallthrough
@@ -630,6 +641,11 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 	if err := local.VerifyStopped(m.DataDir); err != nil {
 		return fmt.Errorf("%s is running on its old data dir: %w", m.Name, err)
 	}
+	// First: a quarantine an interrupted run began may have moved some of the files (the WAL
+	// half apart, or everything), and the data dir would read as half a member or as wiped.
+	if err := a.finishQuarantine(m, rep); err != nil {
+		return err
+	}
 	if err := dataDirPresent(m.DataDir); errors.Is(err, fs.ErrNotExist) {
 		if !walLeft(m.WALDir) {
 			return nil // wiped: nothing to keep
@@ -665,6 +681,31 @@ func (a *Applier) quarantineOld(m PlanMember, rep *Report) error {
 		return err
 	}
 	a.say("%s's old data quarantined in %s", m.Name, q.Dir)
+	if q.WALDir != "" {
+		a.say("%s's old WAL (apart from its data dir) quarantined in %s", m.Name, q.WALDir)
+	}
+	rep.Quarantines = append(rep.Quarantines, q.Dir)
+	return nil
+}
+
+// finishQuarantine finishes the quarantine of m's old data that an interrupted run began (its
+// manifest written), if there is one; a data dir that is not there has none.
+func (a *Applier) finishQuarantine(m PlanMember, rep *Report) error {
+	if dataDirPresent(m.DataDir) != nil {
+		return nil
+	}
+	partial, err := guard.Unfinished(m.DataDir)
+	if err != nil {
+		return fmt.Errorf("look for an unfinished quarantine of %s's data dir %s: %w", m.Name, m.DataDir, err)
+	}
+	if partial == "" {
+		return nil
+	}
+	q, err := guard.Finish(m.DataDir, time.Now())
+	if err != nil {
+		return fmt.Errorf("finish the quarantine of %s's old data that an interrupted run began (its files are in %s or still in %s): %w", m.Name, partial, m.DataDir, err)
+	}
+	a.say("%s's old data: the quarantine an interrupted run began is finished in %s", m.Name, q.Dir)
 	if q.WALDir != "" {
 		a.say("%s's old WAL (apart from its data dir) quarantined in %s", m.Name, q.WALDir)
 	}
