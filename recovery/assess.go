@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic"
@@ -15,6 +17,7 @@ import (
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
+	"github.com/etcdmedic/etcdmedic/runtime/staticpod"
 )
 
 // MemberInput is one member's data dir, as the operator names it (--data-dir NAME=PATH).
@@ -81,6 +84,11 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 		a.Candidates = append(a.Candidates, readCandidate(m))
 	}
 	a.settleClusterID()
+	// What the operator gave is checked before any member is probed, stopped or backed up.
+	names := manifestNames(o.Manifests)
+	if err := a.checkInput(o.BackupDir, names); err != nil {
+		return a, err
+	}
 	qc, err := checkQuorumLost(ctx, o.Conn, a.quorumTargets(o.Down), o.Conn.Endpoints)
 	a.QuorumCheck = qc
 	if err != nil {
@@ -94,6 +102,10 @@ func Assess(ctx context.Context, members []MemberInput, o AssessOptions) (*Asses
 	a.Quorum = "lost: " + qc.String()
 	stopped, err := a.stopRunning(ctx, o)
 	if err != nil {
+		return a, err
+	}
+	// A member that ran could not be read before: its member ID and name are known only now.
+	if err := a.checkInput(o.BackupDir, names); err != nil {
 		return a, err
 	}
 	keep := a.backUpWhileSettling(stopped, o)
@@ -157,7 +169,6 @@ func (a *Assessment) otherCluster(c Candidate) string {
 func (a *Assessment) quorumTargets(down map[string]bool) []quorumTarget {
 	ref := a.membershipReference()
 	var out []quorumTarget
-	named := map[string]bool{}
 	for i := range a.Candidates {
 		c := &a.Candidates[i]
 		fillURLs(c, ref)
@@ -166,15 +177,147 @@ func (a *Assessment) quorumTargets(down map[string]bool) []quorumTarget {
 			voter = standing(*c, *ref) == StandingVoter
 		}
 		out = append(out, quorumTarget{Name: c.Name, ID: c.MemberID, DataDir: c.RealDataDir, ClientURLs: c.ClientURLs, PeerURLs: c.PeerURLs, Voter: voter, Down: down[c.Name]})
-		named[c.Name], named[c.MemberID.String()] = true, true
 	}
 	if ref != nil {
 		for _, m := range ref.Membership {
-			// A member that has not published its name yet (or whose name the v2 store lost) is
-			// known by its ID.
-			if !named[m.ID.String()] && (m.Name == "" || !named[m.Name]) && !m.IsLearner {
+			if !a.given(m) && !m.IsLearner {
 				out = append(out, quorumTarget{Name: m.ShortLabel(), ID: m.ID, ClientURLs: m.ClientURLs, PeerURLs: m.PeerURLs, Voter: true, Down: down[m.Name]})
 			}
+		}
+	}
+	return out
+}
+
+// given reports whether a data dir was given for member m of a membership: matched by member
+// ID when the data dir names one (a name given twice, or given to another member's data,
+// never stands for m), by name only for a data dir that names none (wiped, or running and
+// not read yet). A member that has not published its name yet is known by its ID only.
+func (a *Assessment) given(m etcdmedic.Member) bool {
+	return slices.ContainsFunc(a.Candidates, func(c Candidate) bool {
+		if c.MemberID != etcdmedic.NoID {
+			return c.MemberID == m.ID
+		}
+		return m.Name != "" && c.Name == m.Name
+	})
+}
+
+// ErrBadInput marks a plan refused for what the operator gave (two members on one folder, a
+// member given under a name etcd does not know it by, a backup dir among a member's folders):
+// refused before any member is probed or stopped, as long as every member could be read.
+var ErrBadInput = errors.New("recover plan: bad input")
+
+type badInput struct{ error }
+
+func (badInput) Is(target error) bool { return target == ErrBadInput }
+
+func refuseInput(format string, args ...any) error { return badInput{fmt.Errorf(format, args...)} }
+
+// checkInput refuses what the operator gave that no recovery can carry out safely: two
+// members on one folder or one member given twice, a name etcd does not know the member by,
+// a backup dir among a member's folders.
+func (a *Assessment) checkInput(backupDir string, etcdNames map[string]string) error {
+	if err := checkDistinctMembers(a.Candidates); err != nil {
+		return err
+	}
+	if err := a.checkNames(etcdNames); err != nil {
+		return err
+	}
+	if backupDir == "" {
+		return nil
+	}
+	return checkBackupOutsideMembers(backupDir, a.Candidates)
+}
+
+// checkDistinctMembers refuses two members given one data dir or WAL dir (as written or
+// through symlinks), and two data dirs holding one member (a copy, or a mixed-up path): the
+// other member's real data would go unread and unbacked-up, the quorum proof would miss it (a
+// healthy voter could be stopped), and the recovery could never finish.
+func checkDistinctMembers(cs []Candidate) error {
+	seen := map[string]memberDir{}
+	byID := map[etcdmedic.ID]Candidate{}
+	for _, c := range cs {
+		for _, d := range c.dirs() {
+			if other, ok := seen[d.path]; ok {
+				return refuseInput("%s and %s are one folder: each member needs its own (plan reads every data dir on this host: give another node's where it is mounted here, or a path that does not exist for a wiped one)", other, d)
+			}
+			seen[d.path] = d
+		}
+		if c.MemberID == etcdmedic.NoID {
+			continue
+		}
+		if other, ok := byID[c.MemberID]; ok {
+			return refuseInput("the data dirs given for %s (%s) and %s (%s) both hold member %s: one of them is a copy or the wrong path; give each member its own data dir", other.Name, other.DataDir, c.Name, c.DataDir, c.MemberID)
+		}
+		byID[c.MemberID] = c
+	}
+	return nil
+}
+
+// checkNames refuses a member given under a name the cluster does not know it by. etcd runs
+// under its own --name (a static pod's from its manifest), and a member rejoining under a name
+// that --initial-cluster lacks is refused by etcd on every run ("couldn't find local name").
+// etcdNames are the --name of the members' manifests.
+func (a *Assessment) checkNames(etcdNames map[string]string) error {
+	var ref []etcdmedic.Member
+	if r := a.membershipReference(); r != nil {
+		ref = r.Membership
+	}
+	for _, c := range a.Candidates {
+		if a.otherCluster(c) != "" {
+			continue // refused with its own reason: not this cluster's data
+		}
+		recorded := ""
+		if c.MemberID != etcdmedic.NoID {
+			recorded = recordedName(c.MemberID, ref, c.Membership)
+		}
+		if err := checkMemberName(c, recorded, etcdNames[c.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordedName is the name the first membership that records one gives member id ("" when
+// none does: a learner that never started has published no name).
+func recordedName(id etcdmedic.ID, views ...[]etcdmedic.Member) string {
+	for _, ms := range views {
+		if m := etcdmedic.Find(ms, id); m != nil && m.Name != "" {
+			return m.Name
+		}
+	}
+	return ""
+}
+
+// checkMemberName compares the name c was given with the name its membership records
+// (recorded, "" when unknown) and with the --name of its manifest (inManifest, "" when none).
+func checkMemberName(c Candidate, recorded, inManifest string) error {
+	switch {
+	case recorded != "" && recorded != c.Name:
+		return refuseInput("the data dir given as %s (%s) holds member %s, which the cluster's membership calls %s: etcd knows it by that name, and it could not rejoin as %s (\"couldn't find local name\"); give it as %s=%s (and the same name in its other flags)", c.Name, c.DataDir, c.MemberID, recorded, c.Name, recorded, c.DataDir)
+	case inManifest != "" && recorded != "" && inManifest != recorded:
+		return refuseInput("%s's --kubeadm-manifest runs etcd with --name=%s, but the cluster's membership calls member %s %s: correct --name in the manifest to %s, or it could not rejoin (\"couldn't find local name\")", c.Name, inManifest, c.MemberID, recorded, recorded)
+	case inManifest != "" && inManifest != c.Name:
+		return refuseInput("%s's --kubeadm-manifest runs etcd with --name=%s: kubelet starts it under that name, and it could not rejoin as %s (\"couldn't find local name\"); give the member as %s (--data-dir %s=%s, --kubeadm-manifest %s=...)", c.Name, inManifest, c.Name, inManifest, inManifest, c.DataDir, inManifest)
+	}
+	return nil
+}
+
+// manifestNames are the --name flags of the members' static pod manifests, read where kubelet
+// has them or where a stop moved them. A manifest that cannot be read is left to the plan's
+// own check of it.
+func manifestNames(manifests map[string]string) map[string]string {
+	out := map[string]string{}
+	for member, path := range manifests {
+		r := staticpod.Runtime{Manifest: path}
+		for _, p := range []string{r.Manifest, r.StoppedPath()} {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			if flags, err := cluster.EtcdFlagsFromManifest(b); err == nil && flags["name"] != "" {
+				out[member] = flags["name"]
+			}
+			break
 		}
 	}
 	return out

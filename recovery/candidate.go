@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -90,6 +91,44 @@ const (
 func (c Candidate) OutOfMembership() bool {
 	return strings.HasPrefix(c.Standing, StandingRemoved) || c.Standing == StandingUnknown
 }
+
+// resolvedPath is path made absolute with its symlinks resolved; for a path that does not
+// exist (a wiped data dir, a backup dir not made yet) its nearest existing ancestor is
+// resolved, so that two spellings of one folder compare equal either way.
+func resolvedPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	dir, rest := absolute(path), ""
+	for {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return absolute(path)
+		}
+		rest, dir = filepath.Join(filepath.Base(dir), rest), parent
+	}
+}
+
+// dirs are the folders the member's data lives in, resolved: its data dir, and its WAL dir
+// when apart.
+func (c Candidate) dirs() []memberDir {
+	var out []memberDir
+	for _, d := range []memberDir{{c.Name, "data dir", cmp.Or(c.RealDataDir, c.DataDir)}, {c.Name, "WAL dir", c.WALDir}} {
+		if d.path != "" {
+			d.path = resolvedPath(d.path)
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// memberDir is one of a member's folders, resolved.
+type memberDir struct{ member, what, path string }
+
+func (d memberDir) String() string { return d.member + "'s " + d.what + " " + d.path }
 
 // readCandidate reads one member's data dir offline (a running member's is locked: it is read
 // once stopped).

@@ -131,6 +131,9 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 	if err := checkOptionNames(o, a); err != nil {
 		return nil, err
 	}
+	if err := a.checkInput(abs, manifestNames(o.Manifests)); err != nil {
+		return nil, err
+	}
 	for _, c := range a.Candidates {
 		if why := a.otherCluster(c); why != "" {
 			return nil, fmt.Errorf("the data dir given for %s (%s): %s: check the path; etcdmedic never moves another cluster's data", c.Name, c.DataDir, why)
@@ -252,15 +255,41 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 // --force-new-cluster would drop it from the membership without a word.
 func checkEveryVoterGiven(a *Assessment, s Candidate) error {
 	for _, m := range s.Membership {
-		given := slices.ContainsFunc(a.Candidates, func(c Candidate) bool {
-			return (m.Name != "" && c.Name == m.Name) || c.MemberID == m.ID
-		})
-		if m.IsLearner || given {
+		if m.IsLearner || a.given(m) {
 			continue
 		}
 		return fmt.Errorf("%s is a voter in %s's membership (member %s, peer URLs %v) but no --data-dir was given for it: give its data dir, as NAME=PATH on its node (a path that does not exist counts as wiped); nothing was changed", m.ShortLabel(), s.Name, m.ID, m.PeerURLs)
 	}
 	return nil
+}
+
+// checkBackupOutsideMembers refuses a backup dir that is, lies inside, or holds a member's data
+// dir or WAL dir (symlinks resolved): the backups taken first would be copied again into the
+// next member's backup, and moved into quarantine with that member's old data (the survivor's
+// only copy from before the change with them).
+func checkBackupOutsideMembers(backupDir string, cs []Candidate) error {
+	b := resolvedPath(backupDir)
+	shown := backupDir
+	if b != absolute(backupDir) {
+		shown += " (" + b + ")"
+	}
+	for _, c := range cs {
+		for _, d := range c.dirs() {
+			switch {
+			case within(b, d.path):
+				return refuseInput("--backup-dir %s is, or lies inside, %s: the recovery moves that folder aside with the backups in it; choose a folder outside every member's data dir and WAL dir", shown, d)
+			case within(d.path, b):
+				return refuseInput("--backup-dir %s holds %s: choose a folder outside every member's data dir and WAL dir", shown, d)
+			}
+		}
+	}
+	return nil
+}
+
+// within reports whether path is dir or lies inside it (both absolute and resolved).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // checkFreshBackupDir refuses a backup folder that already holds backups: an old copy that

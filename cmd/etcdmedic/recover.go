@@ -154,6 +154,8 @@ func newRecoverPlanCommand(opts *globalOptions) *cobra.Command {
 				return &cliError{code: exitCritical, err: err, hint: "nothing was changed"}
 			case errors.As(err, &notLocked):
 				return lockFailed(notLocked.Err)
+			case errors.Is(err, recovery.ErrBadInput) && stoppedByPlan(a) == "":
+				return failf("nothing was stopped or written", "%v", err)
 			case err != nil:
 				return failf(stoppedByPlan(a), "%v", err)
 			}
