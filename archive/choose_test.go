@@ -57,6 +57,16 @@ func (s *aStore) history(from, to int64) {
 	}
 }
 
+// newerBackupFailed: a verified backup at 100 with history to 200, and a newer one at 250 that
+// failed verification, with history from it to 400: from the older, revisions 201 to 400 are
+// out of reach.
+func newerBackupFailed(s *aStore) {
+	s.full(100, "verified")
+	s.history(100, 200)
+	s.full(250, "failed")
+	s.history(250, 400)
+}
+
 // A restore "as late as the store reaches" (or to a time) must not quietly stop short of
 // changes the store holds: the operator is told which revisions would be lost, and chooses
 // that with --to-revision.
@@ -75,30 +85,10 @@ func TestChooseNeverStopsShortOfWhatTheStoreHolds(t *testing.T) {
 			s.full(250, "verified")
 			s.history(200, 400)
 		}, 0, 0, 400, ""},
-		{"the newest backup failed verification and the history after the older one stops before it", func(s *aStore) {
-			s.full(100, "verified")
-			s.history(100, 200)
-			s.full(250, "failed")
-			s.history(250, 400)
-		}, 0, 0, 0, "revisions 201 to 400 cannot be restored"},
-		{"the same, by a time after the gap", func(s *aStore) {
-			s.full(100, "verified")
-			s.history(100, 200)
-			s.full(250, "failed")
-			s.history(250, 400)
-		}, 0, 300, 0, "cannot be restored"},
-		{"the same, by a time before the gap", func(s *aStore) {
-			s.full(100, "verified")
-			s.history(100, 200)
-			s.full(250, "failed")
-			s.history(250, 400)
-		}, 0, 150, 200, ""},
-		{"the same, accepted with --to-revision", func(s *aStore) {
-			s.full(100, "verified")
-			s.history(100, 200)
-			s.full(250, "failed")
-			s.history(250, 400)
-		}, 200, 0, 200, ""},
+		{"the newest backup failed verification and the history after the older one stops before it", newerBackupFailed, 0, 0, 0, "revisions 201 to 400 cannot be restored"},
+		{"the same, by a time after the gap", newerBackupFailed, 0, 300, 0, "cannot be restored"},
+		{"the same, by a time before the gap", newerBackupFailed, 0, 150, 200, ""},
+		{"the same, accepted with --to-revision", newerBackupFailed, 200, 0, 200, ""},
 		{"a gap in the history", func(s *aStore) {
 			s.full(100, "unverified")
 			s.history(100, 200)

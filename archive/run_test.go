@@ -39,6 +39,21 @@ func writer(t *testing.T, ctx context.Context, c *etcdtest.Cluster) (stop func()
 	return func() int64 { cancel(); <-done; return last.Load() }
 }
 
+// aMemberAndAStore starts a one-member v3.6 cluster and opens an empty file:// store in dir,
+// with a connection to the member.
+func aMemberAndAStore(t *testing.T, ctx context.Context) (c *etcdtest.Cluster, st *store.Store, dir string, conn cluster.Conn) {
+	c = etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	dir = t.TempDir()
+	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	conn = cluster.DefaultConn()
+	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	return c, st, dir, conn
+}
+
 // backup run takes a new full backup every --full-every while it captures the history. The
 // capture after a full backup goes on from where the one before stopped, not from the new
 // backup's revision: the changes made while a full backup was taken and uploaded are in the
@@ -46,17 +61,11 @@ func writer(t *testing.T, ctx context.Context, c *etcdtest.Cluster) (stop func()
 // newer backup failed its verification.
 func TestRunKeepsTheHistoryWholeAcrossFullBackups(t *testing.T) {
 	t.Parallel()
-	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, "file://"+t.TempDir(), store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn := cluster.DefaultConn()
+	c, st, _, conn := aMemberAndAStore(t, ctx)
 	// The first endpoint is a member that is down: the backups come from the next one.
-	conn.Endpoints = []string{"http://" + deadAddress(t), c.Members()[0].ClientURL}
+	conn.Endpoints = append([]string{"http://" + deadAddress(t)}, conn.Endpoints...)
 	stopWriting := writer(t, ctx, c)
 	var stored atomic.Int64
 	rctx, stopRun := context.WithCancel(ctx)
@@ -66,6 +75,7 @@ func TestRunKeepsTheHistoryWholeAcrossFullBackups(t *testing.T) {
 			Scratch: t.TempDir(), Say: t.Logf, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
 	}()
 	var entries []archive.Entry
+	var err error
 	for i := 0; i < 600 && len(entries) < 4; i++ { // four full backups: three captures after one
 		time.Sleep(100 * time.Millisecond)
 		if entries, err = archive.List(ctx, st); err != nil {
@@ -108,17 +118,9 @@ func TestRunKeepsTheHistoryWholeAcrossFullBackups(t *testing.T) {
 // again from the last revision it stored gets them from the cluster once the store is back.
 func TestCaptureAskedToEndSaysWhatItCouldNotStore(t *testing.T) {
 	t.Parallel()
-	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn := cluster.DefaultConn()
-	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	c, st, dir, conn := aMemberAndAStore(t, ctx)
 	full, err := archive.TakeFull(ctx, conn, st, archive.TakeOptions{Scratch: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -189,17 +191,9 @@ func deadAddress(t *testing.T) string {
 // full backup that went through still reaches the newest change.
 func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 	t.Parallel()
-	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	conn := cluster.DefaultConn()
-	conn.Endpoints = []string{c.Members()[0].ClientURL}
+	c, st, dir, conn := aMemberAndAStore(t, ctx)
 	stopWriting := writer(t, ctx, c)
 	var stored atomic.Int64
 	var fullFailures atomic.Int64
@@ -216,6 +210,7 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 			Scratch: t.TempDir(), Say: say, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
 	}()
 	var entries []archive.Entry
+	var err error
 	for i := 0; i < 600 && len(entries) < 1; i++ {
 		time.Sleep(100 * time.Millisecond)
 		if entries, err = archive.List(ctx, st); err != nil {

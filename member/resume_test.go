@@ -28,6 +28,7 @@ func TestReplaceFinishesAfterItsLearnerStarted(t *testing.T) {
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
 	m3 := c.Member("m3")
 	m3.Kill()
+	c.Leader(t) // m3 may have led: the others elect a leader first, as long before an operator acts
 	backups := t.TempDir()
 	spec := newMemberSpec(t, "m4")
 
@@ -72,7 +73,8 @@ func TestAddFinishesAfterItsLearnerStarted(t *testing.T) {
 	pid := waitLearnerRunning(t, c, spec, learner)
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitFor(t, "the learner's etcd to exit", func() bool { return !runsOn(spec) })
-	m3.Kill() // its data dir can be read offline; etcd refuses an add with a voter down, not a refusal of ours
+	m3.Kill()   // its data dir can be read offline; etcd refuses an add with a voter down, not a refusal of ours
+	c.Leader(t) // m3 may have led: the others elect a leader first, as long before an operator acts
 	before := memberIDs(c.MemberList(t))
 
 	wrong := spec
