@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"filippo.io/age"
 	"github.com/klauspost/compress/zstd"
@@ -274,8 +275,23 @@ func (s *Store) GetJSON(ctx context.Context, key string, v any) error {
 	return nil
 }
 
-// List returns the keys under prefix, in the store's order (lexical).
+// List returns the keys under prefix, in the store's order (lexical). A listing that meets an
+// object gone while it was listed (a file:// store lists an upload's temporary file, which the
+// upload then renames) is listed again, a few times.
 func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	for try := 1; ; try++ {
+		keys, err := s.listOnce(ctx, prefix)
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || try == listTries || ctx.Err() != nil {
+			return keys, err
+		}
+		time.Sleep(time.Duration(try) * 5 * time.Millisecond)
+	}
+}
+
+// listTries is how many times List lists when objects vanish under it (about 2 s in all).
+const listTries = 30
+
+func (s *Store) listOnce(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
 	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"filippo.io/age"
 
@@ -129,4 +131,28 @@ func TestStoreURLsRefused(t *testing.T) {
 	if _, err := store.Open(context.Background(), "file://"+t.TempDir(), store.Options{Recipients: []string{"age1notakey"}}); err == nil {
 		t.Error("a bad age recipient was taken")
 	}
+}
+
+// backup ls while backup run uploads: a file:// store lists an upload's temporary file, which
+// the upload renames a moment later. The listing must not fail for it (CI-52 saw it do so).
+func TestListingWhileUploadsComeAndGo(t *testing.T) {
+	st, _ := openFile(t, store.Options{})
+	ctx, stop := context.WithTimeout(context.Background(), 3*time.Second)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ctx.Err() == nil; i++ {
+			st.Put(ctx, fmt.Sprintf("history/%012d.events", i), bytes.NewReader(bytes.Repeat([]byte("x"), 4096)))
+			time.Sleep(2 * time.Millisecond) // 500 uploads a second: far more than backup run makes
+		}
+	}()
+	lists := 0
+	for ; ctx.Err() == nil; lists++ {
+		if _, err := st.List(ctx, "history/"); err != nil && ctx.Err() == nil {
+			t.Fatalf("listing %d while uploads run: %v", lists, err)
+		}
+	}
+	<-done
+	t.Logf("%d listings beside the uploads", lists)
 }
