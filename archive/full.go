@@ -223,8 +223,7 @@ func List(ctx context.Context, st *store.Store) ([]Entry, error) {
 	return out, nil
 }
 
-// Find returns the backup id among entries: "latest" is the newest, "latest-usable" the newest
-// a restore may start from (Usable).
+// Find returns the backup id among entries ("latest": the newest).
 func Find(entries []Entry, id string) (Entry, error) {
 	if len(entries) == 0 {
 		return Entry{}, errors.New("the store holds no backup")
@@ -232,20 +231,25 @@ func Find(entries []Entry, id string) (Entry, error) {
 	if id == "" || id == "latest" {
 		return entries[len(entries)-1], nil
 	}
-	if id == "latest-usable" {
-		for i := len(entries) - 1; i >= 0; i-- {
-			if entries[i].Usable() {
-				return entries[i], nil
-			}
-		}
-		return Entry{}, errors.New("every backup in the store failed its verification or has an unreadable manifest")
-	}
 	for _, e := range entries {
 		if e.ID == id {
 			return e, nil
 		}
 	}
 	return Entry{}, fmt.Errorf("no backup %q in the store (etcdmedic backup ls lists them)", id)
+}
+
+// LatestUsable returns the newest backup a restore may start from (Usable).
+func LatestUsable(entries []Entry) (Entry, error) {
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].Usable() {
+			return entries[i], nil
+		}
+	}
+	if len(entries) == 0 {
+		return Entry{}, errors.New("the store holds no backup")
+	}
+	return Entry{}, errors.New("every backup in the store failed its verification or has an unreadable manifest")
 }
 
 // ErrDamaged is a backup whose own bytes are wrong (they do not decompress, or differ from its

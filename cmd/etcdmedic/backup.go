@@ -269,10 +269,12 @@ func fetchBackup(cmd *cobra.Command, sf *storeFlags, id, planDir string) (string
 	if err != nil {
 		return "", failf("", "--from-backup: %v", err)
 	}
+	var e archive.Entry
 	if id == "" || id == "latest" {
-		id = "latest-usable" // never one whose verification failed
+		e, err = archive.LatestUsable(entries) // never one whose verification failed
+	} else {
+		e, err = archive.Find(entries, id)
 	}
-	e, err := archive.Find(entries, id)
 	if err != nil {
 		return "", failf("etcdmedic backup ls --store "+sf.url, "--from-backup: %v", err)
 	}
