@@ -225,7 +225,7 @@ func (a *Assessment) checkInput(backupDir string, etcdNames map[string]string) e
 	if backupDir == "" {
 		return nil
 	}
-	return checkBackupOutsideMembers(backupDir, a.Candidates)
+	return checkFolderOutsideMembers("--backup-dir", backupDir, a.Candidates)
 }
 
 // checkDistinctMembers refuses two members given one data dir or WAL dir (as written or

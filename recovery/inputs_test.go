@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -195,7 +196,9 @@ func TestBackupDirLiesOutsideEveryMember(t *testing.T) {
 		{"inside a data dir reached through a symlink", filepath.Join(link, "backups"), "m1's data dir " + real},
 		{"holding a wiped member's data dir", "/d/gone", "holds m3's data dir /d/gone/m3"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { wantRefusal(t, checkBackupOutsideMembers(tc.backupDir, members), tc.want) })
+		t.Run(tc.name, func(t *testing.T) {
+			wantRefusal(t, checkFolderOutsideMembers("--backup-dir", tc.backupDir, members), tc.want)
+		})
 	}
 }
 
@@ -208,21 +211,30 @@ func TestMakePlanRefusesBadInputBeforeProbing(t *testing.T) {
 		members   []MemberInput
 		backupDir string
 		want      string
+		planDir   string // "": a folder of its own
 	}{
 		"one data dir for m1 and m2": {[]MemberInput{{Name: "m1", DataDir: a}, {Name: "m2", DataDir: a}, {Name: "m3", DataDir: c}},
-			filepath.Join(tmp, "backups"), "m1's data dir " + a + " and m2's data dir " + a},
+			filepath.Join(tmp, "backups"), "m1's data dir " + a + " and m2's data dir " + a, ""},
 		"the backup dir inside m3's data dir": {[]MemberInput{{Name: "m1", DataDir: a}, {Name: "m3", DataDir: c}},
-			filepath.Join(c, "backups"), "m3's data dir " + c},
+			filepath.Join(c, "backups"), "m3's data dir " + c, ""},
+		// The recovery moves m1's data dir into quarantine, and the journal a rerun resumes
+		// from would go with it.
+		"the plan dir inside m1's data dir": {[]MemberInput{{Name: "m1", DataDir: a}, {Name: "m3", DataDir: c}},
+			filepath.Join(tmp, "backups"), "--plan-dir " + filepath.Join(a, "plan") + " is, or lies inside, m1's data dir " + a, filepath.Join(a, "plan")},
 	} {
 		t.Run(name, func(t *testing.T) {
-			planDir := filepath.Join(t.TempDir(), "plan")
+			planDir := cmp.Or(tc.planDir, filepath.Join(t.TempDir(), "plan"))
 			_, as, err := MakePlan(context.Background(), MakePlanOptions{PlanDir: planDir, Members: tc.members,
 				Assess: AssessOptions{BackupDir: tc.backupDir}, Plan: PlanOptions{BackupDir: tc.backupDir}})
 			wantRefusal(t, err, tc.want)
-			if as == nil || as.QuorumCheck != nil {
+			if as != nil && as.QuorumCheck != nil {
 				t.Fatalf("assessment %+v: the members were probed", as)
 			}
-			for _, dir := range []string{filepath.Join(planDir, "plan.json"), tc.backupDir} {
+			unwritten := []string{filepath.Join(planDir, "plan.json"), tc.backupDir}
+			if tc.planDir != "" {
+				unwritten = append(unwritten, planDir+".etcdmedic.lock") // not even the run lock, in m1's folder
+			}
+			for _, dir := range unwritten {
 				if _, err := os.Stat(dir); err == nil {
 					t.Errorf("%s was written", dir)
 				}

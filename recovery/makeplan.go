@@ -23,6 +23,15 @@ type MakePlanOptions struct {
 // assessment discards the survivor backup the assessment took. The assessment is returned
 // also with an error, to say which members it stopped.
 func MakePlan(ctx context.Context, o MakePlanOptions) (*Plan, *Assessment, error) {
+	// Before the lock, whose file goes beside the plan dir: into a member's folder, if the plan
+	// dir lay inside one.
+	given := make([]Candidate, len(o.Members))
+	for i, m := range o.Members {
+		given[i] = Candidate{Name: m.Name, DataDir: absolute(m.DataDir), WALDir: absolute(m.WALDir)}
+	}
+	if err := checkFolderOutsideMembers("--plan-dir", o.PlanDir, given); err != nil {
+		return nil, nil, err
+	}
 	targets := []string{o.PlanDir}
 	for _, m := range o.Members {
 		targets = append(targets, m.DataDir)

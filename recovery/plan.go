@@ -263,23 +263,24 @@ func checkEveryVoterGiven(a *Assessment, s Candidate) error {
 	return nil
 }
 
-// checkBackupOutsideMembers refuses a backup dir that is, lies inside, or holds a member's data
-// dir or WAL dir (symlinks resolved): the backups taken first would be copied again into the
-// next member's backup, and moved into quarantine with that member's old data (the survivor's
-// only copy from before the change with them).
-func checkBackupOutsideMembers(backupDir string, cs []Candidate) error {
-	b := resolvedPath(backupDir)
-	shown := backupDir
-	if b != absolute(backupDir) {
+// checkFolderOutsideMembers refuses a folder of the recovery's own (flag names it: the backup
+// dir, the plan dir) that is, lies inside, or holds a member's data dir or WAL dir (symlinks
+// resolved): the recovery moves that member's folders into quarantine, and with them the backups
+// taken first (the survivor's only copy from before the change), or the plan and the journal a
+// rerun resumes from; backups taken first would also be copied again into the next member's.
+func checkFolderOutsideMembers(flag, dir string, cs []Candidate) error {
+	b := resolvedPath(dir)
+	shown := dir
+	if b != absolute(dir) {
 		shown += " (" + b + ")"
 	}
 	for _, c := range cs {
 		for _, d := range c.dirs() {
 			switch {
 			case within(b, d.path):
-				return refuseInput("--backup-dir %s is, or lies inside, %s: the recovery moves that folder aside with the backups in it; choose a folder outside every member's data dir and WAL dir", shown, d)
+				return refuseInput("%s %s is, or lies inside, %s: the recovery moves that folder aside with what %s holds; choose a folder outside every member's data dir and WAL dir", flag, shown, d, flag)
 			case within(d.path, b):
-				return refuseInput("--backup-dir %s holds %s: choose a folder outside every member's data dir and WAL dir", shown, d)
+				return refuseInput("%s %s holds %s: choose a folder outside every member's data dir and WAL dir", flag, shown, d)
 			}
 		}
 	}
