@@ -2,6 +2,7 @@ package archive_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -425,4 +426,48 @@ func TestARestoreThatFailsOnOneMemberChangesNoDataDir(t *testing.T) {
 			t.Fatalf("%s holds %v after the restore, want its member folder only", dir, ents)
 		}
 	}
+}
+
+// A verification that cannot finish says nothing about the backup: asked to stop (SIGTERM, a
+// deadline) while the restored member is still loading, it records nothing, and the backup
+// stays usable. A restored member that does not hold the revision its manifest records fails
+// at once, with that said; one whose etcd exits on the data fails with its last words.
+func TestAVerificationThatCouldNotFinishSaysNothingAboutTheBackup(t *testing.T) {
+	t.Parallel()
+	st, _, f := backupOf(t, etcdtest.V3_6, 20)
+	state := func() string {
+		entries, err := archive.List(t.Context(), st)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("listed %+v (%v)", entries, err)
+		}
+		return entries[0].State()
+	}
+
+	// An etcd that takes its time, like one opening an 8 GiB db on a busy node.
+	slow := verifyOptions(t)
+	slow.Etcd = []string{"sh", "-c", "exec sleep 60", "etcd"}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if v, err := archive.Verify(ctx, st, f, slow); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("verify asked to stop while the member loaded: %+v, %v: want the deadline as an error", v, err)
+	}
+	if got := state(); got != "unverified" {
+		t.Fatalf("after a verification asked to stop the backup is listed %s: want unverified", got)
+	}
+
+	refusing := verifyOptions(t)
+	refusing.Etcd = []string{"sh", "-c", "echo 'member has already been bootstrapped' >&2; exit 1", "etcd"}
+	v, err := archive.Verify(t.Context(), st, f, refusing)
+	if err != nil || v.Result != "failed" || !strings.Contains(v.Why, "exited") || !strings.Contains(v.Why, "already been bootstrapped") {
+		t.Fatalf("verify with an etcd that exits on the data: %+v, %v: want failed, with its last log line", v, err)
+	}
+
+	beyond := *f
+	beyond.Revision += 1000
+	start := time.Now()
+	v, err = archive.Verify(t.Context(), st, &beyond, verifyOptions(t))
+	if err != nil || v.Result != "failed" || !strings.Contains(v.Why, fmt.Sprintf("does not hold revision %d", beyond.Revision)) {
+		t.Fatalf("verify of a manifest claiming revision %d: %+v, %v: want failed, saying so", beyond.Revision, v, err)
+	}
+	t.Logf("failed in %s: %s", time.Since(start).Round(time.Millisecond), v.Why)
 }

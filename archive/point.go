@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/store"
 )
@@ -102,7 +100,7 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl [
 		return err
 	}
 	defer sm.stop()
-	if err := waitServing(ctx, sm.cli); err != nil {
+	if err := waitServing(ctx, sm); err != nil {
 		return err
 	}
 	lctx, cancel := context.WithCancel(ctx) // the leases live until the snapshot is taken
@@ -116,20 +114,11 @@ func materialize(ctx context.Context, st *store.Store, p *Point, etcd, etcdutl [
 	return err
 }
 
-func waitServing(ctx context.Context, cli *clientv3.Client) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cli.Get(gctx, "etcdmedic/replay")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the scratch member did not serve within 30 s: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+func waitServing(ctx context.Context, sm *scratch) error {
+	return sm.answer(ctx, "a read", func(c context.Context) error {
+		_, err := sm.cli.Get(c, "etcdmedic/replay")
+		return err
+	})
 }
 
 // heldPastReach refuses a point chosen as late as the store reaches (or by time) when the

@@ -3,6 +3,7 @@ package archive
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ type scratch struct {
 	endpoint string
 	log      string
 	cmd      *exec.Cmd
+	exited   chan struct{} // closed once its etcd has exited
 }
 
 // Credentials are a user of the backup's own auth store (with the root role), for a scratch
@@ -87,6 +89,8 @@ func startScratch(ctx context.Context, snap, dir, name string, etcd, etcdutl []s
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the scratch member: %w", err)
 	}
+	s.exited = make(chan struct{})
+	go func() { s.cmd.Wait(); close(s.exited) }()
 	if s.cli, err = scratchClient(ctx, client, creds); err != nil {
 		s.stop()
 		return nil, err
@@ -125,8 +129,55 @@ func (s *scratch) stop() {
 		s.cli.Close()
 	}
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	s.cmd.Wait()
+	<-s.exited
 }
+
+// scratchPatience is how long a scratch member may take to answer: opening a large db and
+// rebuilding its index takes a while, more on a busy machine. Past it the verification could
+// not run; it says nothing about the backup.
+var scratchPatience = 5 * time.Minute
+
+// errRestoredMemberExited is a scratch member whose etcd exited before it answered: etcd
+// refused the restored data.
+var errRestoredMemberExited = errors.New("the restored member exited")
+
+// answer calls call until it succeeds. It fails with errRestoredMemberExited (the member's last
+// log line with it) when the member's etcd exits first, with ctx's error when ctx ends, and
+// with errScratchUnanswered when the member runs but does not answer within scratchPatience:
+// only the first says something about the backup.
+func (s *scratch) answer(ctx context.Context, what string, call func(context.Context) error) error {
+	deadline := time.Now().Add(scratchPatience)
+	for {
+		cctx, cancel := context.WithDeadline(ctx, deadline)
+		go func() {
+			select {
+			case <-s.exited:
+				cancel()
+			case <-cctx.Done():
+			}
+		}()
+		err := call(cctx)
+		cancel()
+		select {
+		case <-s.exited:
+			return fmt.Errorf("%w before it answered %s (%s)", errRestoredMemberExited, what, s.lastLog())
+		default:
+		}
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("%w: %s within %s: %v (%s)", errScratchUnanswered, what, scratchPatience, err, s.lastLog())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// errScratchUnanswered is a scratch member that runs but did not answer in time: the machine is
+// too slow or too busy, which says nothing about the backup.
+var errScratchUnanswered = errors.New("the restored member runs but did not answer")
 
 // scratchFolder makes a private folder for one restore under scratch; the caller removes it.
 func scratchFolder(scratch, prefix string) (string, error) {

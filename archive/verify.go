@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdmedic/etcdmedic/internal/freeport"
@@ -96,22 +97,40 @@ func restoreAndHash(ctx context.Context, st *store.Store, f *Full, opts VerifyOp
 		return 0, "", err
 	}
 	defer sm.stop()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		resp, err := sm.cli.HashKV(hctx, sm.endpoint, f.Revision)
-		cancel()
-		if err == nil {
-			return hashCompactedAsTheMember(ctx, sm, f, resp.Hash, resp.CompactRevision)
+	var resp *clientv3.HashKVResponse
+	var refusedRev error
+	err = sm.answer(ctx, fmt.Sprintf("hashkv at revision %d", f.Revision), func(c context.Context) error {
+		r, err := sm.cli.HashKV(c, sm.endpoint, f.Revision)
+		if isRevisionRefusal(err) {
+			refusedRev = err
+			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			if err := scratchRoom(dir, 0); err != nil {
-				return 0, "", err // the machine's fault: nothing said about the backup
-			}
-			return 0, fmt.Sprintf("the restored member did not answer hashkv at revision %d within 30 s: %v (%s)", f.Revision, err, sm.lastLog()), nil
+		resp = r
+		return err
+	})
+	switch {
+	case errors.Is(err, errRestoredMemberExited):
+		if err := scratchRoom(dir, 0); err != nil {
+			return 0, "", err // the machine's fault: nothing said about the backup
 		}
-		time.Sleep(200 * time.Millisecond)
+		return 0, err.Error(), nil
+	case err != nil:
+		return 0, "", err
+	case refusedRev != nil:
+		return 0, fmt.Sprintf("the restored member does not hold revision %d, the revision its manifest records: %v", f.Revision, refusedRev), nil
 	}
+	return hashCompactedAsTheMember(ctx, sm, f, resp.Hash, resp.CompactRevision)
+}
+
+// isRevisionRefusal reports whether err is etcd refusing a revision it does not hold: in the
+// future (the backup holds less than its manifest says) or compacted away.
+func isRevisionRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	typed := rpctypes.Error(err)
+	return errors.Is(typed, rpctypes.ErrFutureRev) || errors.Is(typed, rpctypes.ErrCompacted) ||
+		errors.Is(err, rpctypes.ErrFutureRev) || errors.Is(err, rpctypes.ErrCompacted)
 }
 
 func lastLine(s string) string {

@@ -96,11 +96,13 @@ func replayAndHash(ctx context.Context, st *store.Store, p *Point, opts VerifyOp
 		return 0, "", err
 	}
 	defer sm.stop()
-	if err := waitServing(ctx, sm.cli); err != nil {
+	if err := waitServing(ctx, sm); errors.Is(err, errRestoredMemberExited) {
 		if roomErr := scratchRoom(dir, 0); roomErr != nil {
 			return 0, "", roomErr
 		}
-		return 0, fmt.Sprintf("%v (%s)", err, sm.lastLog()), nil
+		return 0, err.Error(), nil
+	} else if err != nil {
+		return 0, "", err // not answering in time, or asked to stop: nothing said about the backup
 	}
 	lctx, cancel := context.WithCancel(ctx) // leases live until the hash is taken
 	defer cancel()
