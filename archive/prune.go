@@ -27,6 +27,9 @@ type PrunePlan struct {
 	// PointChecks are the records of point-in-time verifications before the oldest kept backup:
 	// points no restore can reach any more.
 	PointChecks []string `json:"pointChecks,omitempty"`
+	// UploadLeftovers are temporary files of uploads killed mid-way, a day old or more
+	// (UploadLeftovers): never a backup, and as large as what they had written.
+	UploadLeftovers []string `json:"uploadLeftovers,omitempty"`
 }
 
 // PlanPrune decides, with no store: entries oldest first (as List returns them), pointChecks the
@@ -110,8 +113,8 @@ func keepNewest(newestFirst []Entry, usable func(Entry) bool, keep func(Entry, s
 }
 
 // Prune carries out a plan: each removed backup's manifest first (it is no longer listed),
-// then its data and its verification, then the history no kept backup needs and the
-// verifications of points before it.
+// then its data and its verification, then the history no kept backup needs, the
+// verifications of points before it, and the temporary files of uploads killed long ago.
 func Prune(ctx context.Context, st *store.Store, p PrunePlan) error {
 	for _, e := range p.Remove {
 		for _, k := range []string{manifestKey(e.ID), e.DataKey(), verifyPrefix + e.ID + ".json"} {
@@ -125,7 +128,7 @@ func Prune(ctx context.Context, st *store.Store, p PrunePlan) error {
 			return err
 		}
 	}
-	for _, k := range p.PointChecks {
+	for _, k := range append(slices.Clone(p.PointChecks), p.UploadLeftovers...) {
 		if err := st.Delete(ctx, k); err != nil {
 			return err
 		}

@@ -475,7 +475,8 @@ func newBackupPruneCommand(opts *globalOptions) *cobra.Command {
 		Long: `Keeps the newest --keep-last backups, the newest of each of the last --keep-daily days and
 --keep-weekly ISO weeks (UTC), and always the newest verified backup and the newest one that did
 not fail verification; removes the others (each one's manifest first, so it is unlisted before
-its data goes) and the history segments no kept backup needs. At least one --keep-* flag is
+its data goes), the history segments no kept backup needs, and the temporary files of uploads
+killed mid-way a day ago or more (a file:// store keeps them). At least one --keep-* flag is
 required. Without --yes it only shows the plan.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -500,6 +501,9 @@ required. Without --yes it only shows the plan.`,
 				return failf("", "backup prune: %v", err)
 			}
 			plan := archive.PlanPrune(entries, segs, points, r)
+			if plan.UploadLeftovers, err = archive.UploadLeftovers(cmd.Context(), st, time.Now()); err != nil {
+				return failf("", "backup prune: %v", err)
+			}
 			res := backupResult{Store: sf.url, Prune: &plan}
 			if yes {
 				if err := archive.Prune(cmd.Context(), st, plan); err != nil {

@@ -30,10 +30,10 @@ func (tablePrinter) Backup(w io.Writer, r backupResult) error {
 		}
 		tw.Flush()
 		if !r.Pruned {
-			_, err := fmt.Fprintf(w, "%d backups, %d history segments and %d point verifications to remove: run again with --yes\n", len(p.Remove), len(p.Segments), len(p.PointChecks))
+			_, err := fmt.Fprintf(w, "%d backups, %d history segments, %d point verifications and %d leftovers of killed uploads to remove: run again with --yes\n", len(p.Remove), len(p.Segments), len(p.PointChecks), len(p.UploadLeftovers))
 			return err
 		}
-		_, err := fmt.Fprintf(w, "%d backups, %d history segments and %d point verifications removed\n", len(p.Remove), len(p.Segments), len(p.PointChecks))
+		_, err := fmt.Fprintf(w, "%d backups, %d history segments, %d point verifications and %d leftovers of killed uploads removed\n", len(p.Remove), len(p.Segments), len(p.PointChecks), len(p.UploadLeftovers))
 		return err
 	}
 	if len(r.Verified) > 0 {

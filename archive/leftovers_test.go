@@ -1,0 +1,72 @@
+package archive
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/store"
+)
+
+// A `backup now` killed mid-upload into a file:// store leaves the upload's temporary file
+// beside the objects, as large as what it had written. Prune removes those a day old, and
+// leaves an upload that may still run, every object, and anything else named .tmp.
+func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Put(ctx, segmentKey(100, 200), strings.NewReader("{}\n")); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	leftover := func(key string, created time.Time) string {
+		// The name gocloud's fileblob gives an object while it is written.
+		name := key + "." + strconv.FormatInt(created.UnixNano(), 16) + ".tmp"
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := os.WriteFile(path, []byte("half a snapshot"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return name
+	}
+	killedLastWeek := leftover("full/20261124T000000.000Z-r000000000900.db", now.Add(-7*24*time.Hour))
+	killedYesterday := leftover(segmentKey(200, 300), now.Add(-25*time.Hour))
+	stillUploading := leftover("full/20261203T000000.000Z-r000000001000.db", now.Add(-time.Hour))
+	notAnUpload := "notes.tmp"
+	os.WriteFile(filepath.Join(dir, notAnUpload), []byte("the operator's"), 0o600)
+
+	got, err := UploadLeftovers(ctx, st, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{killedLastWeek, killedYesterday}; !slices.Equal(got, want) {
+		t.Fatalf("leftovers %q: want %q", got, want)
+	}
+	if err := Prune(ctx, st, PrunePlan{UploadLeftovers: got}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := st.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{segmentKey(100, 200), stillUploading, notAnUpload}; !sameKeys(keys, want) {
+		t.Fatalf("after prune the store holds %q: want %q", keys, want)
+	}
+}
+
+func sameKeys(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
