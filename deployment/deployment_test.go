@@ -54,6 +54,13 @@ peer-transport-security:
 			origin:    map[string]string{"data-dir": "flag --data-dir", "name": "default"},
 		},
 		{
+			situation: "empty variables are unset, as etcd skips them (a templated env file)",
+			argv:      []string{"/usr/bin/etcd"},
+			env:       []string{"ETCD_NAME=", "ETCD_ADVERTISE_CLIENT_URLS=", "ETCD_DATA_DIR=", "ETCD_CONFIG_FILE="},
+			want:      Spec{Server: "etcd", Name: "default", DataDir: "/srv/default.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			origin:    map[string]string{"name": "default", "advertise-client-urls": "default", "data-dir": "default (<name>.etcd)"},
+		},
+		{
 			situation: "nothing set: <name>.etcd under the working directory",
 			argv:      []string{"etcd", "--name", "infra0"},
 			want:      Spec{Server: "etcd", Name: "infra0", DataDir: "/srv/infra0.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},

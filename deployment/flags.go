@@ -83,19 +83,25 @@ func FromCommand(argv []string, env Environment) (Spec, error) {
 	return s, nil
 }
 
-// lookup finds a setting as etcd does: the flag, else its ETCD_* variable.
+// lookup finds a setting as etcd does: the flag, else its ETCD_* variable. An empty variable
+// counts as unset (etcd's setFlagFromEnv skips it): templated env files hold ETCD_NAME= lines.
 func lookup(flags map[string]string, env Environment, key string) (value, origin string) {
 	if value, ok := flags[key]; ok {
 		return value, "flag --" + key
 	}
-	name := "ETCD_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
-	if value, ok := env.Vars[name]; ok {
+	name := envVar(key)
+	if value := env.Vars[name]; value != "" {
 		if from := env.From[name]; from != "" {
 			return value, name + " (" + from + ")"
 		}
 		return value, name
 	}
 	return "", ""
+}
+
+// envVar names a flag's ETCD_* variable, as etcd's flags.FlagToEnv does.
+func envVar(key string) string {
+	return "ETCD_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
 }
 
 // values are a member's settings by flag name, each with where it came from.

@@ -63,7 +63,9 @@ func (c *connFlags) resolve(f *pflag.FlagSet) error {
 		if f.Changed(name) || fromManifest[name] {
 			continue
 		}
-		if v, ok := os.LookupEnv(cluster.EnvVar(name)); ok {
+		// An empty variable is unset, as etcdctl's SetPflagsFromEnv reads it: ETCDCTL_ENDPOINTS=
+		// keeps the default endpoint, ETCDCTL_DIAL_TIMEOUT= the default timeout.
+		if v := os.Getenv(cluster.EnvVar(name)); v != "" {
 			if err := c.conn.ApplyEnv(name, v); err != nil {
 				return failf("", "%v", err)
 			}
@@ -115,8 +117,8 @@ func warnTLSUnverified(cmd *cobra.Command) {
 	if !f.Changed {
 		source = cluster.EnvVar(name)
 		var c cluster.Conn
-		v, ok := os.LookupEnv(source)
-		off = ok && c.ApplyEnv(name, v) == nil && c.InsecureSkipVerify
+		v := os.Getenv(source)
+		off = v != "" && c.ApplyEnv(name, v) == nil && c.InsecureSkipVerify
 	}
 	if off {
 		warnTLSOff(cmd.ErrOrStderr(), source)
