@@ -26,6 +26,11 @@ func get(client int, key, value string, modRev int64, from, to int, rev int64) w
 		Revision: rev, Found: value != "", ReadValue: value, ModRevision: modRev}
 }
 
+func cas(client int, key, value string, expect int64, from, to int, rev int64, ok bool) workload.Op {
+	return workload.Op{Client: client, Kind: workload.CompareAndSwap, Key: key, Value: value, ExpectModRevision: expect,
+		Start: at(from), End: at(to), Outcome: workload.OK, Revision: rev, Succeeded: ok}
+}
+
 func indeterminate(op workload.Op) workload.Op {
 	op.Outcome, op.Err, op.Revision, op.Deleted = workload.Indeterminate, "context deadline exceeded", 0, 0
 	return op
@@ -166,6 +171,23 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 			Final: final(4, "a", "v3", 4),
 		},
 		want: Violated, rule: NotLinearizable,
+	}, {
+		name: "a compare-and-swap on a revision an unseen indeterminate put had replaced is not linearizable",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 100, 110, 10), put(1, "a", "v2", 120, 130, 20),
+				cas(3, "a", "v3", 10, 160, 170, 21, true), indeterminate(put(2, "a", "u", 0, 2000, 0))},
+			Final: final(21, "a", "v3", 21),
+		},
+		want: Violated, rule: NotLinearizable,
+	}, {
+		name: "an unseen indeterminate put, a compare-and-swap it made fail and a later put pass",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 0, 10, 10), indeterminate(put(1, "a", "u", 20, 2020, 0)),
+				cas(2, "a", "v2", 10, 30, 40, 12, false), indeterminate(cas(3, "a", "v3", 10, 50, 2050, 0, false)),
+				put(2, "a", "v4", 60, 70, 13)},
+			Final: final(13, "a", "v4", 13),
+		},
+		want: Passed,
 	}, {
 		name: "without a final read the verdict is unknown, not passed",
 		h:    workload.History{Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2)}},

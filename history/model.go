@@ -98,19 +98,21 @@ func step(s kvState, in kvInput, out kvOutput) (bool, any) {
 // compareAndSwap applies a compare-and-swap. An indeterminate one is applied whenever its
 // comparison may hold: its return time is infinity, so an order that places it last (where it
 // changes nothing anyone saw) covers the case where it never took effect.
+//
+// After an indeterminate write nobody saw, the key's mod revision is unknown, but it is one no
+// client can expect: clients learn revisions only from their own answers and from reads, and a
+// read of that write would have made its revision known. So no compare-and-swap can succeed
+// there (an unknown revision is not a wildcard: it would let a stale swap through).
 func compareAndSwap(s kvState, in kvInput, out kvOutput) (bool, any) {
 	unknownBefore := s.modRevision == unknownRevision
 	if out.unknown {
-		if unknownBefore || s.modRevision == in.expect {
+		if !unknownBefore && s.modRevision == in.expect {
 			return write(s, in.value, out)
 		}
 		return true, s
 	}
 	if unknownBefore {
-		if !out.succeeded { // the key's mod revision is not in.expect; nothing more to learn
-			return true, s
-		}
-		s.modRevision = in.expect
+		return !out.succeeded, s
 	}
 	if out.succeeded != (s.modRevision == in.expect) {
 		return false, s

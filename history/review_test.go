@@ -1,0 +1,60 @@
+package history
+
+import (
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/workload"
+)
+
+// The histories of the adversarial review of the checker (2026-12): each is impossible on a
+// correct etcd, or shows data lost, and an earlier checker passed it.
+func TestReviewHistoriesAreViolations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		h    workload.History
+	}{{
+		// v1@10; an unseen indeterminate put U; CAS(expect 10) fails (so U was applied); a later
+		// CAS(expect 10) succeeds: the key's mod revision went back to 10.
+		name: "F1 a compare-and-swap succeeds on a mod revision the key had already left",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "k", "v1", 0, 10, 10), indeterminate(put(1, "k", "u", 20, 30, 0)),
+				cas(2, "k", "a", 10, 40, 50, 12, false), cas(3, "k", "b", 10, 60, 70, 13, true)},
+			Final: final(13, "k", "b", 13),
+		},
+	}, {
+		// The same with a create: the key is present (an unseen write), yet CAS(expect 0 =
+		// absent) succeeds after a CAS(expect 0) failed.
+		name: "F1b a create succeeds after one saw the key present",
+		h: workload.History{
+			Ops: []workload.Op{indeterminate(put(1, "k", "u", 0, 10, 0)),
+				cas(2, "k", "a", 0, 40, 50, 12, false), cas(3, "k", "b", 0, 60, 70, 13, true)},
+			Final: final(13, "k", "b", 13),
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.h.Start = t0
+			if v := CheckWithin(&tc.h, 5*time.Second); v.Result != Violated {
+				t.Errorf("verdict %s, want violated", v)
+			}
+		})
+	}
+}
+
+// F1c: v1@10 and v2@20 acknowledged, then CAS(expect 10) succeeds: a violation with or without
+// an unseen indeterminate put on the key (which must not work as a wildcard).
+func TestReviewStaleSwapIsCaughtDespiteAnIndeterminatePut(t *testing.T) {
+	t.Parallel()
+	base := []workload.Op{put(0, "k", "v1", 100, 110, 10), put(1, "k", "v2", 120, 130, 20), cas(3, "k", "b", 10, 160, 170, 21, true)}
+	for _, withU := range []bool{false, true} {
+		ops := append([]workload.Op{}, base...)
+		if withU {
+			ops = append(ops, indeterminate(put(2, "k", "u", 0, 2000, 0)))
+		}
+		h := workload.History{Start: t0, Ops: ops, Final: final(21, "k", "b", 21)}
+		if v := CheckWithin(&h, 5*time.Second); v.Result != Violated {
+			t.Errorf("with an unseen indeterminate put %v: verdict %s, want violated", withU, v)
+		}
+	}
+}
