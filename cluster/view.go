@@ -93,7 +93,7 @@ func (v *View) commonRevision() int64 {
 
 // BuildView turns probes into one view.
 func BuildView(probes []*Probe, at time.Time) *View {
-	v := &View{TakenAt: at, Probes: probes, Leaders: map[etcdmedic.ID][]string{}, Strangers: []*Probe{}, Unmatched: []*Probe{}}
+	v := &View{TakenAt: at, Probes: probes, Members: []MemberView{}, Leaders: map[etcdmedic.ID][]string{}, Strangers: []*Probe{}, Unmatched: []*Probe{}}
 	v.ClusterID = majorityClusterID(probes)
 	best := authoritativeList(probes, v.ClusterID)
 	byID := map[etcdmedic.ID]*Probe{}
@@ -179,9 +179,11 @@ func membershipKey(ms []etcdmedic.Member) string {
 	return strings.Join(ids, ",")
 }
 
+// claimed reports whether an endpoint that did not answer is one of a member's client URLs
+// (any of them, not only the one whose probe the member shows).
 func (v *View) claimed(p *Probe) bool {
 	for _, m := range v.Members {
-		if m.Probe == p {
+		if m.Probe == p || m.ClientURLs.Reaches(p.Endpoint) {
 			return true
 		}
 	}

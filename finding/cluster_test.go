@@ -76,6 +76,29 @@ func TestClusterRules(t *testing.T) {
 	}
 }
 
+// A member that advertises two client URLs, both probed and both refusing: the second is its
+// own URL, not "no known member's client URL" (review item 13).
+func TestSecondClientURLOfAKnownMember(t *testing.T) {
+	ps := withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100)}, "a", "b", "c")
+	ms := ps[0].Members
+	for i := range ms {
+		if ms[i].Name == "nc" {
+			ms[i].ClientURLs = []string{"http://c", "http://c2"}
+		}
+	}
+	ps = append(ps, &cluster.Probe{Endpoint: "http://c", Discovered: true, Error: "connection refused", Refused: true},
+		&cluster.Probe{Endpoint: "http://c2", Discovered: true, Error: "connection refused", Refused: true})
+	fs := judge(ps)
+	for _, f := range fs {
+		if f.ID == IDEndpointUnreachable {
+			t.Errorf("%s: %s", f.ID, f.Summary)
+		}
+	}
+	if !strings.Contains(ids(fs), "warning:member-unreachable") {
+		t.Errorf("the down member itself must still be reported: %s", ids(fs))
+	}
+}
+
 func TestEveryClusterFindingCarriesEvidenceAndRemedy(t *testing.T) {
 	dead := &cluster.Probe{Endpoint: "http://c", Error: "connection refused"}
 	ps := withMembers([]*cluster.Probe{probe("a", "a", 5000, func(p *cluster.Probe) {

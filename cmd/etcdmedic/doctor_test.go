@@ -456,6 +456,23 @@ func TestDoctorNoEndpointReachable(t *testing.T) {
 	_ = exec.ErrNotFound
 }
 
+// -w json keeps its documented shape when nothing answered: members is an array, never null
+// (jq '.members[]' must not fail), and the exit code is still 3.
+func TestDoctorJSONWhenNothingAnswers(t *testing.T) {
+	t.Parallel()
+	ports := freePortsForTest(t, 1)
+	code, out, errOut := runCLI(t, "doctor", "-w", "json", "--endpoints", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--command-timeout", "1s")
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || code != exitFailed {
+		t.Fatalf("exit %d, JSON error %v\nstdout %s\nstderr %s", code, err, out, errOut)
+	}
+	for _, key := range []string{"members", "strangers", "unmatched", "probes", "findings"} {
+		if v := strings.TrimSpace(string(doc[key])); !strings.HasPrefix(v, "[") {
+			t.Errorf("%q is %s, want an array", key, v)
+		}
+	}
+}
+
 // A CORRUPT alarm raised through the maintenance API, as etcd's corruption check raises it.
 func TestDoctorCorruptAlarm(t *testing.T) {
 	t.Parallel()
