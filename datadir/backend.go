@@ -85,13 +85,12 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("db %s: %w", path, err)
 	}
-	var pages *PageCheck // the deep check's, once made
 	// bbolt maps the file: a page that lies past a damaged file's end faults on access. Turn
 	// such a fault into an error instead of a crash.
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			be, err = nil, fmt.Errorf("db %s is damaged: reading it failed (%v)%s", path, r, pageProblems(pages))
+			be, err = nil, fmt.Errorf("db %s is damaged: opening it failed (%v)", path, r)
 		}
 	}()
 	// The freelist is not loaded. etcd stores none (NoFreelistSync), so bbolt would rebuild it
@@ -105,21 +104,80 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 		}
 		return nil, fmt.Errorf("open db %s read-only: %w", path, err)
 	}
-	defer db.Close()
-	if deep {
-		// Read under bbolt's shared file lock, which etcd's exclusive lock excludes: the file
-		// does not change underneath.
-		pc, err := CheckPages(path)
-		if err != nil {
-			return nil, err
-		}
-		if pc.loop != "" {
-			return nil, fmt.Errorf("db %s is damaged: a page of its B+tree points back at one of its ancestors (%s), which bbolt would follow forever%s", path, pc.loop, pageProblems(&pc))
-		}
-		pages = &pc
+	// The page checks read under bbolt's shared file lock, which etcd's exclusive lock
+	// excludes: the file does not change underneath.
+	pc, err := checkShallowPages(path)
+	if err == nil && pc.loop == "" && deep {
+		pc, err = CheckPages(path)
+	}
+	switch {
+	case err != nil:
+		db.Close()
+		return nil, err
+	case pc.loop != "":
+		db.Close()
+		return nil, fmt.Errorf("db %s is damaged: a page of its B+tree points back at one of its ancestors (%s), which bbolt would follow forever%s", path, pc.loop, pageProblems(&pc))
 	}
 	be = &Backend{Path: path, FileBytes: size, PageSize: meta.PageSize, SizeBytes: int64(meta.HighPage) * int64(meta.PageSize), Alarms: []Alarm{}}
-	err = db.View(func(tx *bolt.Tx) error {
+	if err := readBuckets(db, be, readDeadline, readBucketsGuarded); err != nil {
+		if errors.Is(err, errDamaged) {
+			return nil, fmt.Errorf("db %s is %w%s", path, err, pageProblems(&pc))
+		}
+		return nil, fmt.Errorf("db %s: %w%s", path, err, pageProblems(&pc))
+	}
+	if deep {
+		be.Deep = deepCheck(pc)
+	}
+	return be, nil
+}
+
+// readDeadline bounds bbolt's reads of the few pages inspect needs. The page checks find the
+// damage known to make bbolt loop; this is the last guard against damage they miss (a
+// cursor stepping back from an empty page into a loop, say).
+var readDeadline = 10 * time.Second
+
+// errDamaged starts the error of a db whose read crashed or did not finish.
+var errDamaged = errors.New("damaged")
+
+// readBuckets runs read (readBucketsGuarded), which fills a Backend and closes db, in a
+// goroutine of its own that must finish within deadline, and copies what it read into be.
+// bbolt's cursors cannot be stopped: a read that does not finish is left running (it holds
+// only its shared lock on the file and the mapping), and db is then never closed, as Close
+// would wait for it.
+func readBuckets(db *bolt.DB, be *Backend, deadline time.Duration, read func(*bolt.DB, *Backend) error) error {
+	done := make(chan error, 1)
+	got := &Backend{Alarms: []Alarm{}} // the goroutine's own: it may outlive this call
+	go func() {
+		done <- read(db, got)
+	}()
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	case <-timer.C:
+		return fmt.Errorf("%w: the read did not finish within %s (bbolt may be following a damaged page in circles)", errDamaged, deadline)
+	}
+	be.ConsistentIndex, be.Term, be.ConfState, be.StorageVersion = got.ConsistentIndex, got.Term, got.ConfState, got.StorageVersion
+	be.CompactedRevision, be.Revision = got.CompactedRevision, got.Revision
+	be.ClusterVersion, be.Downgrade = got.ClusterVersion, got.Downgrade
+	be.Members, be.RemovedMembers, be.Alarms, be.AuthEnabled = got.Members, got.RemovedMembers, got.Alarms, got.AuthEnabled
+	return nil
+}
+
+// readBucketsGuarded runs the bbolt reads with a page fault turned into an error, then closes
+// db.
+func readBucketsGuarded(db *bolt.DB, be *Backend) (err error) {
+	defer db.Close()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: reading it failed (%v)", errDamaged, r)
+		}
+	}()
+	return db.View(func(tx *bolt.Tx) error {
 		if err := be.readMeta(tx.Bucket([]byte("meta"))); err != nil {
 			return err
 		}
@@ -139,13 +197,6 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("db %s: %w%s", path, err, pageProblems(pages))
-	}
-	if pages != nil {
-		be.Deep = deepCheck(*pages)
-	}
-	return be, nil
 }
 
 func (be *Backend) readMeta(b *bolt.Bucket) error {

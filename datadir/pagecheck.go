@@ -95,13 +95,7 @@ func checkPagesAt(r io.ReaderAt, size int64) (PageCheck, error) {
 	if meta.HighPage < 3 {
 		return PageCheck{}, fmt.Errorf("db meta page says the db has %d pages: fewer than its two meta pages and a root", meta.HighPage)
 	}
-	// readBboltMeta vouches that the high-water mark lies within the file, so every page
-	// below it can be read, and the bitmaps are bounded by the file's size.
-	w := &pageWalker{
-		r: r, pageSize: int(meta.PageSize), hwm: meta.HighPage, end: int64(meta.HighPage) * int64(meta.PageSize),
-		reached: newPageSet(meta.HighPage), freed: newPageSet(meta.HighPage),
-		pc: PageCheck{PageSize: meta.PageSize, TxID: meta.TxID, HighWaterMark: meta.HighPage, BucketKeys: map[string]int{}, Errors: []string{}},
-	}
+	w := newPageWalker(r, meta)
 	w.reach(0)
 	w.reach(1)
 	freelistRead := w.readFreelist(meta.Freelist)
@@ -119,6 +113,49 @@ func checkPagesAt(r io.ReaderAt, size int64) (PageCheck, error) {
 	if !freelistRead {
 		w.pc.FreePages = unreached
 	}
+	return w.pc, nil
+}
+
+// newPageWalker starts a walk of the bbolt file held by r. readBboltMeta vouches that the
+// high-water mark lies within the file, so every page below it can be read, and the bitmaps
+// are bounded by the file's size.
+func newPageWalker(r io.ReaderAt, meta *bboltMeta) *pageWalker {
+	return &pageWalker{
+		r: r, pageSize: int(meta.PageSize), hwm: meta.HighPage, end: int64(meta.HighPage) * int64(meta.PageSize),
+		reached: newPageSet(meta.HighPage), freed: newPageSet(meta.HighPage),
+		pc: PageCheck{PageSize: meta.PageSize, TxID: meta.TxID, HighWaterMark: meta.HighPage, BucketKeys: map[string]int{}, Errors: []string{}},
+	}
+}
+
+// The buckets inspect reads through bbolt without --deep: read whole (Get, ForEach), or only
+// down the right edge of their B+tree (Cursor.Last on key, for the current revision).
+var (
+	shallowWholeBuckets = map[string]bool{"meta": true, "cluster": true, "members": true, "members_removed": true, "alarm": true, "auth": true}
+	shallowEdgeBuckets  = map[string]bool{"key": true}
+)
+
+// checkShallowPages checks only the pages readBackend's bbolt reads touch: the root bucket,
+// the small buckets whole, and the right edge of key. bbolt's cursors follow a page that
+// points back at an ancestor forever (Cursor.last has no bound), so a loop there must be
+// found before bbolt reads the file. It costs a few pages whatever the db's size; the
+// freelist is not read and unreached pages are not counted.
+func checkShallowPages(dbPath string) (PageCheck, error) {
+	f, err := os.Open(dbPath)
+	if err != nil {
+		return PageCheck{}, err
+	}
+	defer f.Close()
+	size, err := statSize(f)
+	if err != nil {
+		return PageCheck{}, err
+	}
+	meta, err := readBboltMeta(f, size)
+	if err != nil {
+		return PageCheck{}, fmt.Errorf("check the pages of db %s: %w", dbPath, err)
+	}
+	w := newPageWalker(f, meta)
+	w.shallow = true
+	w.checkBucketTree(meta.Root, nil, 0)
 	return w.pc, nil
 }
 
@@ -144,6 +181,10 @@ type pageWalker struct {
 	next     int64 // the offset after the last page read
 	end      int64 // the offset of the high-water mark: nothing past it is read ahead
 	pc       PageCheck
+	// shallow walks only the buckets inspect reads without --deep (checkShallowPages); edge
+	// is set inside one of which only the right edge is read.
+	shallow bool
+	edge    bool
 }
 
 func (w *pageWalker) problem(format string, args ...any) {
@@ -448,9 +489,12 @@ func (w *pageWalker) checkBranch(id uint64, b []byte, count uint16, lo, hi []byt
 		if i+1 < int(count) {
 			next = key(i + 1)
 		}
+		prev = k
+		if w.edge && i+1 < int(count) {
+			continue // Cursor.Last follows the last element only
+		}
 		child := le.Uint64(b[bboltPageHeader+i*pageElementBytes+8:])
 		w.checkPage(child, k, next, keys, depth+1)
-		prev = k
 	}
 }
 
@@ -477,8 +521,15 @@ func (w *pageWalker) checkLeaf(id uint64, b []byte, count uint16, lo, hi []byte,
 			w.problem("page %d: inline bucket (hex)%s holds bucket (hex)%s, which bbolt never writes (stack: %v)", id, keyString(inline), keyString(k), w.stack)
 			continue
 		}
+		if keys == nil && w.shallow {
+			if !shallowWholeBuckets[string(k)] && !shallowEdgeBuckets[string(k)] {
+				continue
+			}
+			w.edge = shallowEdgeBuckets[string(k)]
+		}
 		n := 0
 		w.checkBucket(id, k, v, &n, depth+1)
+		w.edge = false
 		if keys != nil {
 			*keys += n
 		} else {

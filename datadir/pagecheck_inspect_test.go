@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -177,4 +178,61 @@ func anyContains(list []string, want string) bool {
 		}
 	}
 	return false
+}
+
+// Without --deep, inspect still checks the pages its bbolt reads touch: a page pointing back at
+// an ancestor there is backend-unreadable at once. Before, Cursor.Last followed the key
+// bucket's loop forever, growing memory (review item 3), and a loop in the root bucket sent
+// bbolt's recursive seek into a fatal stack overflow.
+func TestInspectFindsALoopOnThePagesItReads(t *testing.T) {
+	t.Parallel()
+	le := binary.LittleEndian
+	for _, tc := range []struct {
+		name   string
+		damage func(l DBPages) (uint64, func(p []byte), string)
+	}{
+		{"key bucket's last child pointing back at its root", func(l DBPages) (uint64, func([]byte), string) {
+			return l.BucketRoot, func(p []byte) { setChild(p, len(l.Children)-1, l.BucketRoot) },
+				fmt.Sprintf("points back at one of its ancestors (page %d: multiple references", l.BucketRoot)
+		}},
+		{"the root bucket's page made a branch over itself", func(l DBPages) (uint64, func([]byte), string) {
+			return l.Root, func(p []byte) {
+				le.PutUint16(p[8:], 0x01) // branch
+				le.PutUint16(p[10:], 1)
+				le.PutUint32(p[16:], 16) // the key right after the element table
+				le.PutUint32(p[20:], 0)
+				setChild(p, 0, l.Root)
+			}, fmt.Sprintf("points back at one of its ancestors (page %d: multiple references", l.Root)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := stoppedMember(t)
+			db := filepath.Join(dir, "member", "snap", "db")
+			l := bucketPages(t, db)
+			page, change, want := tc.damage(l)
+			damageDBPage(t, db, l.PageSize, page, change)
+			type result struct {
+				r   *Report
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				r, err := Inspect(dir, Options{})
+				done <- result{r, err}
+			}()
+			var res result
+			select {
+			case res = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("inspect without --deep did not return within a minute on a db whose B+tree loops")
+			}
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			if res.r.Backend != nil || !strings.Contains(res.r.BackendError, want) {
+				t.Fatalf("want backend error containing %q, got %q", want, res.r.BackendError)
+			}
+			wantFinding(t, res.r, "backend-unreadable")
+		})
+	}
 }

@@ -3,6 +3,7 @@ package datadir
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -629,4 +631,101 @@ func BenchmarkCheckPages(b *testing.B) {
 			})
 		}
 	})
+}
+
+// The shallow check reads only the pages inspect's bbolt reads touch (the small buckets whole,
+// the right edge of key): a loop there is found, damage elsewhere is left to --deep, and it
+// reads a few pages, not the whole file.
+func TestCheckShallowPagesFollowsOnlyWhatBboltReads(t *testing.T) {
+	t.Parallel()
+	le := binary.LittleEndian
+	lastChild := func(p []byte) int { return int(parsePageHeader(p).count) - 1 }
+	for _, tc := range []struct {
+		name   string
+		damage func(l testDBLayout) (page uint64, change func(p []byte))
+		// loop: the shallow check finds a loop; deepLoop: the full check does.
+		loop, deepLoop bool
+	}{
+		{"undamaged", nil, false, false},
+		{"a branch on key's right edge pointing back at key's root",
+			func(l testDBLayout) (uint64, func([]byte)) {
+				last := l.keyKids[len(l.keyKids)-1]
+				return last, func(p []byte) { le.PutUint64(element(p, lastChild(p))[8:], l.keyRoot) }
+			}, true, true},
+		{"key's root pointing its last element at itself",
+			func(l testDBLayout) (uint64, func([]byte)) {
+				return l.keyRoot, func(p []byte) { le.PutUint64(element(p, lastChild(p))[8:], l.keyRoot) }
+			}, true, true},
+		{"a branch off key's right edge pointing back (Cursor.Last never goes there)",
+			func(l testDBLayout) (uint64, func([]byte)) {
+				return l.keyKids[0], func(p []byte) { le.PutUint64(element(p, lastChild(p))[8:], l.keyRoot) }
+			}, false, true},
+		{"the root bucket's page made a branch over itself",
+			func(l testDBLayout) (uint64, func([]byte)) {
+				return l.rootPage, func(p []byte) {
+					le.PutUint16(p[8:], pageBranch)
+					le.PutUint16(p[10:], 1)
+					e := element(p, 0)
+					le.PutUint32(e[0:], pageElementBytes) // the key right after the table
+					le.PutUint32(e[4:], 0)
+					le.PutUint64(e[8:], l.rootPage)
+				}
+			}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := buildTestDB(t, t.TempDir(), &bolt.Options{PageSize: 4096})
+			if tc.damage != nil {
+				page, change := tc.damage(l)
+				damagePage(t, l.path, l.pageSize, page, change)
+			}
+			pc, err := checkShallowPages(l.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (pc.loop != "") != tc.loop {
+				t.Errorf("shallow check: loop %q, want a loop: %v (problems: %v)", pc.loop, tc.loop, pc.Errors)
+			}
+			if tc.damage == nil && (!pc.OK() || pc.ReachablePages > 10) {
+				t.Errorf("an undamaged db: %d problem(s) %v, %d pages read (want a few)", pc.ErrorCount, pc.Errors, pc.ReachablePages)
+			}
+			full, err := CheckPages(l.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (full.loop != "") != tc.deepLoop {
+				t.Errorf("full check: loop %q, want a loop: %v", full.loop, tc.deepLoop)
+			}
+		})
+	}
+}
+
+// A bbolt read that does not finish (damage the page checks miss) is given up at the deadline
+// with an error, never waited for.
+func TestReadBucketsGivesUpAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	l := buildTestDB(t, t.TempDir(), &bolt.Options{PageSize: 4096})
+	db, err := bolt.Open(l.path, 0o400, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	stuck := func(db *bolt.DB, be *Backend) error {
+		defer db.Close()
+		be.Revision = 42
+		<-release // a cursor going round a loop
+		return nil
+	}
+	be := &Backend{}
+	start := time.Now()
+	err = readBuckets(db, be, 200*time.Millisecond, stuck)
+	if !errors.Is(err, errDamaged) || !strings.Contains(err.Error(), "the read did not finish within 200ms") {
+		t.Fatalf("want the damaged-read error, got %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("gave up after %s", took)
+	}
+	if be.Revision != 0 {
+		t.Errorf("an unfinished read must leave the backend unfilled, got revision %d", be.Revision)
+	}
 }
