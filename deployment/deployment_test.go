@@ -47,11 +47,20 @@ peer-transport-security:
 			origin:    map[string]string{"name": "ETCD_NAME", "wal-dir": "ETCD_WAL_DIR"},
 		},
 		{
-			situation: "a flag wins over its variable",
+			situation: "a flag and another setting's variable",
 			argv:      []string{"etcd", "--data-dir", "/flag"},
-			env:       []string{"ETCD_DATA_DIR=/env"},
-			want:      Spec{Server: "etcd", Name: "default", DataDir: "/flag", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
-			origin:    map[string]string{"data-dir": "flag --data-dir", "name": "default"},
+			env:       []string{"ETCD_NAME=m3"},
+			want:      Spec{Server: "etcd", Name: "m3", DataDir: "/flag", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			origin:    map[string]string{"data-dir": "flag --data-dir", "name": "ETCD_NAME"},
+		},
+		{
+			situation: "a flag and its variable under a config file: etcd reads the file only",
+			argv:      []string{"etcd", "--config-file", config, "--data-dir", "/ignored"},
+			env:       []string{"ETCD_DATA_DIR=/ignored-too"},
+			want: Spec{Server: "etcd", Name: "m1", DataDir: "/var/lib/etcd", WALDir: "/mnt/wal/etcd", ConfigFile: config,
+				PeerURLs: []string{"https://10.0.0.1:2380"}, ClientURLs: []string{"https://10.0.0.1:2379", "https://127.0.0.1:2379"},
+				ClientTLS: TLS{CertFile: "/etc/etcd/server.crt", KeyFile: "/etc/etcd/server.key", TrustedCAFile: "/etc/etcd/ca.crt", ClientCertAuth: true},
+				PeerTLS:   TLS{CertFile: "/srv/peer.crt"}},
 		},
 		{
 			situation: "empty variables are unset, as etcd skips them (a templated env file)",
@@ -111,10 +120,28 @@ peer-transport-security:
 }
 
 func TestFromCommandRefusesWhatEtcdWouldRefuse(t *testing.T) {
-	for _, argv := range [][]string{{}, {"etcd", "stray"}, {"etcd", "--config-file", "/does/not/exist.yml"}, {"bash", "-c", "etcd"}} {
-		if s, err := FromCommand(argv, EnvironmentOf(nil, "/")); err == nil {
-			t.Errorf("%q: want an error, got %+v", argv, s)
-		}
+	for _, tc := range []struct {
+		situation string
+		argv      []string
+		env       []string
+		want      string // in the error
+	}{
+		{"no command line", []string{}, nil, "no command line"},
+		{"a stray argument", []string{"etcd", "stray"}, nil, "unexpected argument"},
+		{"a missing config file", []string{"etcd", "--config-file", "/does/not/exist.yml"}, nil, "config file"},
+		{"not etcd", []string{"bash", "-c", "etcd"}, nil, "is not etcd"},
+		// etcd's verifyEnv is fatal when a flag and its variable are both set (the flag used
+		// to win here silently: etcd never runs so).
+		{"a flag and its variable", []string{"etcd", "--data-dir", "/flag"}, []string{"ETCD_DATA_DIR=/env"}, "--data-dir is set both as a flag and as ETCD_DATA_DIR"},
+		{"a single-dash flag and its variable", []string{"etcd", "-name=m1"}, []string{"ETCD_NAME=m2"}, "--name is set both as a flag and as ETCD_NAME"},
+		{"a flag and its empty variable (verifyEnv sees it too)", []string{"etcd", "--initial-cluster-state=new"}, []string{"ETCD_INITIAL_CLUSTER_STATE="}, "ETCD_INITIAL_CLUSTER_STATE"},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			s, err := FromCommand(tc.argv, EnvironmentOf(tc.env, "/"))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q with %q: want an error with %q, got %+v, %v", tc.argv, tc.env, tc.want, s, err)
+			}
+		})
 	}
 }
 
@@ -129,6 +156,15 @@ func TestFromUnitFileReadsPackagedUnits(t *testing.T) {
 	copyFile(t, "testdata/units/etcd-defaults", filepath.Join(defaults, "etcd"))
 	config := filepath.Join(dir, "etcd.conf.yml")
 	writeFile(t, config, "name: from-yaml\ndata-dir: /data/etcd\nwal-dir: /wal/etcd\n")
+	// Fedora's unit passes its EnvironmentFile's ETCD_* as flags too, which etcd 3.4+ refuses
+	// (TestFromUnitFileRefusesWhatItCannotRead); the same shell line with variables etcd does
+	// not read runs.
+	b, err := os.ReadFile("testdata/units/etcd-fedora.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shellEnvFile := filepath.Join(dir, "shell.conf")
+	writeFile(t, shellEnvFile, strings.ReplaceAll(string(b), "ETCD_", ""))
 
 	hardway := readUnit(t, "etcd-hardway.service", nil)
 	for _, tc := range []struct {
@@ -141,7 +177,7 @@ func TestFromUnitFileReadsPackagedUnits(t *testing.T) {
 		{"etcd's own unit: Environment= and %m", "etcd.service", readUnit(t, "etcd-upstream.service", nil),
 			Spec{Server: "etcd", Name: "0123456789abcdef", DataDir: "/var/lib/etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
 			map[string]string{"data-dir": "ETCD_DATA_DIR (Environment= of etcd.service)"}},
-		{"Fedora: bash -c with an EnvironmentFile, relative to WorkingDirectory", "etcd.service", readUnit(t, "etcd-fedora.service", map[string]string{"@ENVFILE@": envFile}),
+		{"a shell line (Fedora's shape) with an EnvironmentFile, relative to WorkingDirectory", "etcd.service", readUnit(t, "etcd-fedora.service", map[string]string{"@ENVFILE@": shellEnvFile, "${ETCD_": "${"}),
 			Spec{Server: "etcd", Name: "default", DataDir: "/var/lib/etcd/default.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
 			map[string]string{"data-dir": "flag --data-dir"}},
 		{"Debian: %H, $DAEMON_ARGS from /etc/default/%p", "etcd.service", readUnit(t, "etcd-debian.service", map[string]string{"@DEFAULTS@": defaults}),
@@ -174,6 +210,15 @@ func TestFromUnitFileReadsPackagedUnits(t *testing.T) {
 }
 
 func TestFromUnitFileRefusesWhatItCannotRead(t *testing.T) {
+	envFile := filepath.Join(t.TempDir(), "etcd.conf")
+	copyFile(t, "testdata/units/etcd-fedora.conf", envFile)
+	// Fedora's unit as it was: its EnvironmentFile's ETCD_DATA_DIR reaches etcd, and so does
+	// the --data-dir the shell line makes of it. etcd 3.4+ refuses to start so (verifyEnv);
+	// this test used to expect /var/lib/etcd/default.etcd from it.
+	fedora := readUnit(t, "etcd-fedora.service", map[string]string{"@ENVFILE@": envFile})
+	if s, err := FromUnitFile("etcd.service", []byte(fedora), Host{}); err == nil || !strings.Contains(err.Error(), "--data-dir is set both as a flag and as ETCD_DATA_DIR (EnvironmentFile "+envFile+")") {
+		t.Errorf("Fedora's unit with both: want the conflict named, got %+v, %v", s, err)
+	}
 	for name, text := range map[string]string{
 		"a container":        readUnit(t, "etcd-docker.service", nil),
 		"no ExecStart":       "[Service]\nType=notify\n",

@@ -62,7 +62,13 @@ func FromCommand(argv []string, env Environment) (Spec, error) {
 	if filepath.Base(argv[0]) == "pd-server" {
 		return fromPD(flags, env.Dir, runner)
 	}
-	if path, origin := lookup(flags, env, "config-file"); path != "" {
+	path, origin := lookup(flags, env, "config-file")
+	if path == "" && env.Vars[envVar("config-file")] != "" {
+		// An empty --config-file= leaves etcd reading ETCD_CONFIG_FILE.
+		delete(flags, "config-file")
+		path, origin = lookup(flags, env, "config-file")
+	}
+	if path != "" {
 		// etcd reads only the file then: every other flag and ETCD_* variable is ignored.
 		s, err := fromConfigFile(absUnder(env.Dir, path), env.Dir)
 		if err != nil {
@@ -71,6 +77,9 @@ func FromCommand(argv []string, env Environment) (Spec, error) {
 		s.Origins["config-file"] = origin
 		s.Runs = runner
 		return s, nil
+	}
+	if err := conflicts(flags, env); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
 	v := values{set: map[string]string{}, origin: map[string]string{}}
 	for _, key := range etcdKeys {
@@ -97,6 +106,28 @@ func lookup(flags map[string]string, env Environment, key string) (value, origin
 		return value, name
 	}
 	return "", ""
+}
+
+// conflicts refuses what etcd refuses without a config file: a flag given on the command line
+// while its ETCD_* variable is in the environment, even empty (pkg/flags verifyEnv is fatal:
+// "conflicting environment variable is shadowed by corresponding command-line flag").
+func conflicts(flags map[string]string, env Environment) error {
+	var both []string
+	for name := range flags {
+		if _, ok := env.Vars[envVar(name)]; ok {
+			both = append(both, name)
+		}
+	}
+	if len(both) == 0 {
+		return nil
+	}
+	sort.Strings(both)
+	name := envVar(both[0])
+	from := name
+	if env.From[name] != "" {
+		from += " (" + env.From[name] + ")"
+	}
+	return fmt.Errorf("--%s is set both as a flag and as %s: etcd refuses to start so (\"conflicting environment variable is shadowed by corresponding command-line flag\"); remove one of them", both[0], from)
 }
 
 // envVar names a flag's ETCD_* variable, as etcd's flags.FlagToEnv does.

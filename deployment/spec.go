@@ -2,7 +2,8 @@
 // environment, an etcd config file, a systemd unit, a kubeadm static pod, a TiDB PD config)
 // into one member spec: its name, data dir, WAL dir, URLs and TLS files, and how it is stopped
 // and started. It follows etcd's own rules: a config file replaces every flag and ETCD_*
-// variable, a flag wins over its ETCD_* variable, and what neither sets takes etcd's default.
+// variable, a flag and its ETCD_* variable both set is refused (etcd will not start so), an
+// empty variable is unset, and what neither sets takes etcd's default.
 package deployment
 
 import (

@@ -66,7 +66,11 @@ func TestPassEnvRefusedBeforeAnything(t *testing.T) {
 	dir := t.TempDir()
 	planDir := filepath.Join(dir, "plan")
 	dataDir := filepath.Join(dir, "m1.etcd")
-	for _, name := range []string{"ETCDCTL_PASSWORD", "ETCD_NOT_SET_HERE"} {
+	// A config file would make etcd ignore every flag etcdmedic starts it with; a managed
+	// flag's variable would make etcd refuse to start.
+	t.Setenv("ETCD_CONFIG_FILE", filepath.Join(dir, "etcd.conf.yml"))
+	t.Setenv("ETCD_DATA_DIR", filepath.Join(dir, "elsewhere"))
+	for _, name := range []string{"ETCDCTL_PASSWORD", "ETCD_NOT_SET_HERE", "ETCD_CONFIG_FILE", "ETCD_DATA_DIR"} {
 		for _, args := range [][]string{
 			{"recover", "plan", "--data-dir", "m1=" + dataDir, "--backup-dir", filepath.Join(dir, "backups"), "--plan-dir", planDir},
 			{"upgrade", "plan", "--to", "v3.6.16", "--data-dir", "m1=" + dataDir, "--backup-dir", filepath.Join(dir, "backups"), "--plan-dir", planDir, "--endpoints", "127.0.0.1:1"},

@@ -36,6 +36,9 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	if len(r.Command) == 0 {
 		return errors.New("local runtime: no etcd command")
 	}
+	if err := runtime.Conflicts(r.Env, append(r.Command[1:len(r.Command):len(r.Command)], m.Flags()...)); err != nil {
+		return fmt.Errorf("start member %s: %w", m.Name, err)
+	}
 	if pid, _, ok := FindProcess(m.DataDir); ok {
 		return fmt.Errorf("member %s already runs on %s (pid %d)", m.Name, m.DataDir, pid)
 	}
