@@ -167,6 +167,9 @@ func TestFromUnitFileReadsPackagedUnits(t *testing.T) {
 	writeFile(t, shellEnvFile, strings.ReplaceAll(string(b), "ETCD_", ""))
 
 	hardway := readUnit(t, "etcd-hardway.service", nil)
+	distroConf := filepath.Join(dir, "distro.conf")
+	writeFile(t, distroConf, "ETCD_DATA_DIR=\"/var/lib/etcd/default.etcd\"\nETCD_NAME=\"node-a\"\n")
+	distro := "[Service]\nEnvironmentFile=-" + distroConf + "\nExecStart=/usr/bin/etcd\n"
 	for _, tc := range []struct {
 		situation string
 		name      string
@@ -188,6 +191,17 @@ func TestFromUnitFileReadsPackagedUnits(t *testing.T) {
 				InitialCluster: "controller-0=https://10.240.0.10:2380,controller-1=https://10.240.0.11:2380",
 				ClientTLS:      TLS{CertFile: "/etc/etcd/kubernetes.pem", KeyFile: "/etc/etcd/kubernetes-key.pem", TrustedCAFile: "/etc/etcd/ca.pem", ClientCertAuth: true},
 				PeerTLS:        TLS{CertFile: "/etc/etcd/kubernetes.pem", KeyFile: "/etc/etcd/kubernetes-key.pem", TrustedCAFile: "/etc/etcd/ca.pem", ClientCertAuth: true}}, nil},
+		{"a drop-in's Environment= does not beat the unit's EnvironmentFile= (systemd applies the files last)", "etcd.service",
+			distro + "\n# /etc/systemd/system/etcd.service.d/10-data.conf\n[Service]\nEnvironment=ETCD_DATA_DIR=/data/etcd\n",
+			Spec{Server: "etcd", Name: "node-a", DataDir: "/var/lib/etcd/default.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			map[string]string{"data-dir": "ETCD_DATA_DIR (EnvironmentFile " + distroConf + ")"}},
+		{"an empty Environment= in a drop-in resets the unit's", "etcd.service",
+			"[Service]\nEnvironment=ETCD_DATA_DIR=/old ETCD_NAME=old\nExecStart=/usr/bin/etcd\n[Service]\nEnvironment=\nEnvironment=ETCD_NAME=m2\n",
+			Spec{Server: "etcd", Name: "m2", DataDir: "/m2.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}},
+			map[string]string{"name": "ETCD_NAME (Environment= of etcd.service)", "data-dir": "default (<name>.etcd)"}},
+		{"an empty EnvironmentFile= in a drop-in resets the unit's files", "etcd.service",
+			"[Service]\nEnvironmentFile=/etc/etcd/gone.conf\nExecStart=/usr/bin/etcd\n[Service]\nEnvironmentFile=\nEnvironmentFile=" + distroConf + "\n",
+			Spec{Server: "etcd", Name: "node-a", DataDir: "/var/lib/etcd/default.etcd", PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}}, nil},
 		{"a drop-in that resets ExecStart to a config file", "etcd", hardway + "\n# /etc/systemd/system/etcd.service.d/10-config.conf\n[Service]\nExecStart=\nExecStart=/usr/local/bin/etcd --config-file " + config + "\n",
 			Spec{Server: "etcd", Name: "from-yaml", DataDir: "/data/etcd", WALDir: "/wal/etcd", ConfigFile: config, PeerURLs: []string{"http://localhost:2380"}, ClientURLs: []string{"http://localhost:2379"}}, nil},
 	} {

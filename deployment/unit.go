@@ -64,6 +64,11 @@ func FromUnitFile(name string, text []byte, host Host) (Spec, error) {
 	}
 	env := Environment{Vars: map[string]string{}, From: map[string]string{}}
 	var execStart string
+	// systemd.exec(5): variables from EnvironmentFile= override those of Environment=, whatever
+	// the order of the lines (a drop-in's Environment= does not beat the unit's file), and an
+	// empty assignment of either resets what the lines before it set.
+	var assignments [][2]string
+	var envFiles []string
 	for _, o := range opts {
 		if o.Section != "Service" {
 			continue
@@ -74,17 +79,30 @@ func FromUnitFile(name string, text []byte, host Host) (Spec, error) {
 		case "ExecStart":
 			execStart = value // an empty ExecStart= (in a drop-in) resets it
 		case "Environment":
+			if value == "" {
+				assignments = nil
+			}
 			for _, w := range splitUnitWords(value) {
 				if k, v, ok := strings.Cut(w, "="); ok {
-					env.Vars[k], env.From[k] = v, "Environment= of "+name
+					assignments = append(assignments, [2]string{k, v})
 				}
 			}
 		case "EnvironmentFile":
-			if err := readEnvironmentFile(value, &env); err != nil {
-				return Spec{}, fmt.Errorf("unit %s: %w", name, err)
+			if value == "" {
+				envFiles = nil
+				continue
 			}
+			envFiles = append(envFiles, value)
 		case "WorkingDirectory":
 			env.Dir = strings.TrimPrefix(value, "-")
+		}
+	}
+	for _, kv := range assignments {
+		env.Vars[kv[0]], env.From[kv[0]] = kv[1], "Environment= of "+name
+	}
+	for _, f := range envFiles {
+		if err := readEnvironmentFile(f, &env); err != nil {
+			return Spec{}, fmt.Errorf("unit %s: %w", name, err)
 		}
 	}
 	if execStart == "" {
