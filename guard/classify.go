@@ -65,12 +65,7 @@ type Verdict struct {
 func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 	reached := v != nil && len(v.Members) > 0
 	if r == nil || r.Kind == datadir.KindEmpty {
-		out := verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
-		if reached && len(want.PeerURLs) > 0 && v.ByPeerURLs(want.PeerURLs) == nil {
-			out.Safe = false
-			out.Reason = fmt.Sprintf("the data dir is empty, but no member of the live cluster has peer URLs %s yet: add it first (etcdctl member add --learner), or etcd started with --initial-cluster-state=new would bootstrap a separate cluster", strings.Join(want.PeerURLs, ","))
-		}
-		return out
+		return classifyEmpty(v, reached, want)
 	}
 	if r.Kind == datadir.KindDBFile {
 		out := verdict(Foreign, "this is a bare db file, not a data dir: give the directory etcd runs with as --data-dir")
@@ -145,6 +140,35 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		out.Reason = "the data dir's member is live, but as another member: " + strings.Join(clash, "; ") + ". Fix --name/--peer-urls (etcdmedic will not move a live member's data)"
 	}
 	return withEvidence(out, ev)
+}
+
+// classifyEmpty judges an empty (or missing) data dir: safe for a member the live cluster has
+// added but that never started; not for one that has started (its data is gone: etcd panics
+// on an empty log), nor for one not added yet; and not judged at all when the member's peer
+// URLs were given but the live cluster could not be asked about them.
+func classifyEmpty(v *cluster.View, reached bool, want Expect) Verdict {
+	out := verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
+	if !reached {
+		if len(want.PeerURLs) > 0 {
+			out = verdict(Unknown, fmt.Sprintf("the data dir is empty, and no member of the live cluster answered: etcdmedic cannot tell whether the member with peer URLs %s ran before and lost its data (etcd panics on it) or is new", strings.Join(want.PeerURLs, ",")))
+		}
+		return out
+	}
+	live := v.ByName(want.Name)
+	if len(want.PeerURLs) > 0 {
+		live = v.ByPeerURLs(want.PeerURLs) // etcd matches a joining member by its peer URLs
+	}
+	switch {
+	case live != nil && live.Started():
+		// kubeadm reset, a wiped or replaced volume: the member's record stays, its log is gone.
+		out.Safe, out.LiveMember = false, &live.Member
+		out.Reason = fmt.Sprintf("this member ran before and its data is gone: member %s (peer URLs %s) has started in the live cluster, and its data dir is empty. etcd started on it panics (\"tocommit(N) is out of range [lastIndex(0)]\"): replace it (etcdmedic member replace, or remove it and add it back)", live.Label(), strings.Join(live.PeerURLs, ","))
+		return withEvidence(out, []finding.Evidence{{What: "live record", Value: fmt.Sprintf("name=%q peerURLs=%s clientURLs=%s", live.Name, strings.Join(live.PeerURLs, ","), strings.Join(live.ClientURLs, ","))}})
+	case live == nil && len(want.PeerURLs) > 0:
+		out.Safe = false
+		out.Reason = fmt.Sprintf("the data dir is empty, but no member of the live cluster has peer URLs %s yet: add it first (etcdctl member add --learner), or etcd started with --initial-cluster-state=new would bootstrap a separate cluster", strings.Join(want.PeerURLs, ","))
+	}
+	return out
 }
 
 func verdict(c Class, reason string) Verdict {

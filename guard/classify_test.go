@@ -76,6 +76,8 @@ func TestClassify(t *testing.T) {
 		want          Class
 		safe, movable bool
 		why           string
+		// wiped is an empty data dir of a member that started: its live record is the evidence.
+		wiped bool
 	}{
 		{name: "no data dir yet", report: nil, view: healthy, want: Empty, safe: true},
 		{name: "empty dir (a fresh volume)", report: &datadir.Report{Kind: datadir.KindEmpty}, view: healthy, want: Empty, safe: true},
@@ -83,8 +85,14 @@ func TestClassify(t *testing.T) {
 			view: healthy, expect: Expect{Name: "pd-3", PeerURLs: []string{newPeer}}, want: Empty, why: "no member of the live cluster has peer URLs " + newPeer},
 		{name: "empty dir, member added as a learner", report: &datadir.Report{Kind: datadir.KindEmpty},
 			view: withPD3Added, expect: Expect{Name: "pd-3", PeerURLs: []string{newPeer}}, want: Empty, safe: true},
-		{name: "empty dir, nobody answered: nothing there to lose", report: &datadir.Report{Kind: datadir.KindEmpty},
-			view: answers([]etcdmedic.Member{pd0, pd1, pd2}), expect: Expect{Name: "pd-3", PeerURLs: []string{newPeer}}, want: Empty, safe: true},
+		{name: "empty dir, nobody answered: whether the member ran before cannot be told", report: &datadir.Report{Kind: datadir.KindEmpty},
+			view: answers([]etcdmedic.Member{pd0, pd1, pd2}), expect: Expect{Name: "pd-3", PeerURLs: []string{newPeer}}, want: Unknown, why: "ran before and lost its data"},
+		{name: "empty dir, nobody answered, no member named: nothing there to lose", report: &datadir.Report{Kind: datadir.KindEmpty},
+			view: answers([]etcdmedic.Member{pd0, pd1, pd2}), want: Empty, safe: true},
+		{name: "kubeadm reset (incident 2, step 3): a started member's data dir wiped, the member not removed", report: &datadir.Report{Kind: datadir.KindEmpty},
+			view: healthy, expect: Expect{Name: "pd-1", PeerURLs: pd1.PeerURLs}, want: Empty, wiped: true, why: "this member ran before and its data is gone"},
+		{name: "a started member's data dir deleted, the member named only", report: nil,
+			view: healthy, expect: Expect{Name: "pd-2"}, want: Empty, wiped: true, why: "tocommit(N) is out of range"},
 		{name: "a bare db file given as --data-dir", report: &datadir.Report{Kind: datadir.KindDBFile}, view: healthy, want: Foreign, why: "bare db file"},
 		{name: "data without its WAL (--wal-dir not given)", report: &datadir.Report{Kind: datadir.KindDataWithoutWAL, KindReason: "member/snap holds a db, but there is no member/wal"},
 			view: healthy, want: Incomplete, why: "no member/wal"},
@@ -126,7 +134,7 @@ func TestClassify(t *testing.T) {
 			if v.Evidence == nil {
 				t.Error("no evidence list (JSON null)")
 			}
-			if (v.Class == Valid || v.Class == Mismatched) != (v.LiveMember != nil) {
+			if (v.Class == Valid || v.Class == Mismatched || tc.wiped) != (v.LiveMember != nil) {
 				t.Errorf("live member %+v for a %s data dir", v.LiveMember, v.Class)
 			}
 		})

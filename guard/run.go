@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmedic/etcdmedic"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/runlock"
@@ -36,6 +37,8 @@ type Options struct {
 	Progress io.Writer
 	// Now is the quarantine's clock; nil for time.Now.
 	Now func() time.Time
+	// Observe builds the live cluster's view; nil for cluster.Observe (tests give a view).
+	Observe func(ctx context.Context, conn cluster.Conn) *cluster.View
 }
 
 // Result is what a guard run found and did, and what the operator does next.
@@ -98,7 +101,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, &Error{StageInspect, err}
 	}
-	view := cluster.Observe(ctx, opts.Conn)
+	view := opts.observe(ctx)
 	res.Verdict = Classify(report, view, opts.Expect)
 	if goOn, err := opts.act(res, report); !goOn || err != nil {
 		return nilOnError(res, err)
@@ -156,10 +159,19 @@ func inspect(dataDir, walDir string) (*datadir.Report, error) {
 // what to do next when it may not or must not; goOn is false when the run ends there.
 func (o Options) act(res *Result, report *datadir.Report) (goOn bool, err error) {
 	v := res.Verdict
+	empty := report == nil || report.Kind == datadir.KindEmpty
 	switch {
+	case v.Class == Unknown && empty:
+		res.next("Do not start the member yet: with the live cluster out of reach, nothing tells whether it ran before (then its data is gone and it must be replaced) or is new (then it must be added first).",
+			"Check --endpoints and the TLS flags (etcdmedic doctor), then run guard again.")
+		return false, nil
 	case v.Class == Unknown:
 		res.next("Do not start the member and do not delete this data dir: it may hold the only copy of recent data.",
 			"Recover quorum first: etcdmedic doctor, then etcdmedic inspect on each stopped member.")
+		return false, nil
+	case v.Class == Empty && v.LiveMember != nil:
+		res.next(fmt.Sprintf("Do not start etcd on this empty data dir: member %s ran before and its data is gone; there is nothing here to move aside.", v.LiveMember.Label()),
+			"Replace the member: "+o.memberReplace(v.LiveMember))
 		return false, nil
 	case v.Safe || v.Class == Empty:
 		return true, nil
@@ -235,6 +247,20 @@ func (o Options) memberAdd() string {
 		name = "<NAME>"
 	}
 	return fmt.Sprintf("etcdctl --endpoints %s member add %s --learner --peer-urls=%s", o.endpoints(), name, strings.Join(o.Expect.PeerURLs, ","))
+}
+
+// memberReplace is the command that replaces m, the member whose data is gone, by a new
+// member of the same name and peer URLs on this (empty) data dir.
+func (o Options) memberReplace(m *etcdmedic.Member) string {
+	return fmt.Sprintf("etcdmedic member replace %s --name %s --peer-urls %s --data-dir %s --backup-dir %s --endpoints %s (or etcdctl member remove %s, then guard --rejoin)",
+		m.Name, m.Name, strings.Join(m.PeerURLs, ","), o.DataDir, o.DataDir+".replace-backup", o.endpoints(), m.ID)
+}
+
+func (o Options) observe(ctx context.Context) *cluster.View {
+	if o.Observe == nil {
+		return cluster.Observe(ctx, o.Conn)
+	}
+	return o.Observe(ctx, o.Conn)
 }
 
 func (o Options) endpoints() string { return strings.Join(o.Conn.Endpoints, ",") }

@@ -13,6 +13,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/etcdmedic/etcdmedic"
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
@@ -35,6 +36,17 @@ func nobodyListens(t *testing.T) cluster.Conn {
 
 func options(t *testing.T, dataDir string) Options {
 	return Options{Conn: nobodyListens(t), DataDir: dataDir, Expect: Expect{Name: "pd-3", PeerURLs: []string{newPeer}}, Now: func() time.Time { return now }}
+}
+
+// seeing is opts whose live cluster is v, as the probes would find it.
+func seeing(opts Options, v *cluster.View) Options {
+	opts.Observe = func(context.Context, cluster.Conn) *cluster.View { return v }
+	return opts
+}
+
+// healthyPD is incident 1's cluster with pd-0, pd-1 and pd-2 up; pd-3 not added.
+func healthyPD() *cluster.View {
+	return answers([]etcdmedic.Member{pd0, pd1, pd2}, pd0, pd1, pd2)
 }
 
 // Without quorum (here: nobody answers) guard does not guess, and --fix moves nothing, not
@@ -61,7 +73,7 @@ func TestRunWithoutTheClusterMovesNothing(t *testing.T) {
 // failure comes back with the result as a rejoin error.
 func TestRunRejoinsOnAnEmptyDataDirUnderItsLock(t *testing.T) {
 	dataDir := t.TempDir()
-	opts := options(t, dataDir)
+	opts := seeing(options(t, dataDir), healthyPD())
 	rejoined := false
 	opts.Rejoin = func(context.Context) error {
 		rejoined = true
@@ -89,7 +101,7 @@ func TestRunRejoinsOnAnEmptyDataDirUnderItsLock(t *testing.T) {
 
 // Without --rejoin, an empty data dir's member must be added before it starts.
 func TestRunSaysToAddTheMemberFirst(t *testing.T) {
-	res, err := Run(t.Context(), options(t, t.TempDir()))
+	res, err := Run(t.Context(), seeing(options(t, t.TempDir()), healthyPD()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +168,11 @@ func TestRunFinishesAnInterruptedQuarantineOnlyWithFix(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	res, err := Run(t.Context(), options(t, dataDir))
+	res, err := Run(t.Context(), seeing(options(t, dataDir), healthyPD()))
 	if err != nil || res.Verdict.Class != Unknown || res.Quarantined != nil || !strings.Contains(strings.Join(res.Next, " "), "run guard again with --fix") {
 		t.Fatalf("without --fix: %+v, %v", res, err)
 	}
-	opts := options(t, dataDir)
+	opts := seeing(options(t, dataDir), healthyPD())
 	opts.Fix = true
 	res, err = Run(t.Context(), opts)
 	if err != nil || res.Quarantined == nil || res.Verdict.Class != Empty {
@@ -171,5 +183,41 @@ func TestRunFinishesAnInterruptedQuarantineOnlyWithFix(t *testing.T) {
 	}
 	if err := Verify(res.Quarantined.Dir); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// kubeadm reset (incident 2, step 3): pd-2's data dir was wiped, but pd-2 is still a started
+// member. etcd would panic on the empty log; guard says to replace it, and neither --fix nor
+// --rejoin does anything: there is nothing to move, and pd-2 is in the membership already.
+func TestRunRefusesTheEmptyDataDirOfAMemberThatRanBefore(t *testing.T) {
+	dataDir := t.TempDir()
+	opts := seeing(options(t, dataDir), healthyPD())
+	opts.Expect = Expect{Name: "pd-2", PeerURLs: pd2.PeerURLs}
+	opts.Fix = true
+	opts.Rejoin = func(context.Context) error { t.Error("rejoined a member whose data is gone"); return nil }
+	res, err := Run(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.Join(res.Next, " ")
+	if res.Verdict.Class != Empty || res.Verdict.Safe || res.Quarantined != nil || !strings.Contains(next, "etcdmedic member replace pd-2 --name pd-2 --peer-urls "+pd2.PeerURLs[0]) {
+		t.Fatalf("%s (safe %v): %v", res.Verdict.Class, res.Verdict.Safe, res.Next)
+	}
+	if strings.Contains(next, "--fix") {
+		t.Errorf("--fix moves nothing here, yet suggested: %s", next)
+	}
+}
+
+// Nobody answered: an empty data dir of a member named by its peer URLs is not judged, for
+// that member may have run before; and the next step is not quorum recovery.
+func TestRunDoesNotJudgeAnEmptyDataDirWithoutTheCluster(t *testing.T) {
+	opts := options(t, t.TempDir())
+	opts.Rejoin = func(context.Context) error { t.Error("rejoined without a verdict"); return nil }
+	res, err := Run(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := strings.Join(res.Next, " "); res.Verdict.Class != Unknown || !strings.Contains(next, "Check --endpoints") || strings.Contains(next, "quorum") {
+		t.Fatalf("%s: %v", res.Verdict.Class, res.Next)
 	}
 }

@@ -228,6 +228,37 @@ func TestGuardUnknownWithoutQuorum(t *testing.T) {
 	}
 }
 
+// kubeadm reset on a master (incident 2, step 3): m2's data dir is emptied, but m2 stays in the
+// membership. etcd started there panics ("tocommit(N) is out of range [lastIndex(0)]"), so
+// guard says not safe, exit 2, names the replace command, and --fix --rejoin change nothing.
+func TestGuardEmptyDataDirOfAMemberThatRanBefore(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	m2 := c.Member("m2")
+	if err := m2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m2.DataDir, m2.DataDir+".before-reset"); err != nil { // kept: nothing is lost
+		t.Fatal(err)
+	}
+	eps := strings.Join([]string{c.Member("m1").ClientURL, c.Member("m3").ClientURL}, ",")
+	for _, how := range []string{"missing", "empty"} {
+		if how == "empty" {
+			if err := os.Mkdir(m2.DataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, g, errOut := runGuard(t, "--data-dir", m2.DataDir, "--name", "m2", "--peer-urls", m2.PeerURL, "--endpoints", eps, "--fix", "--rejoin")
+		if code != exitCritical || g.Verdict.Class != guard.Empty || g.Verdict.Safe || g.Quarantined != nil || g.Joined != nil ||
+			!strings.Contains(g.Verdict.Reason, "ran before and its data is gone") || !strings.Contains(strings.Join(g.Next, " "), "etcdmedic member replace m2 --name m2 --peer-urls "+m2.PeerURL) {
+			t.Fatalf("%s data dir: exit %d, %+v\n%s", how, code, g, errOut)
+		}
+	}
+	if n := len(c.MemberList(t)); n != 3 {
+		t.Errorf("%d members after guard, want the 3 it found", n)
+	}
+}
+
 func dirListing(t *testing.T, dir string) string {
 	var b strings.Builder
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
