@@ -60,8 +60,9 @@ type DeepCheck struct {
 // etcd holds it.
 const lockWait = 300 * time.Millisecond
 
-// ErrLocked means a running etcd (or another process) holds the member's files.
-var ErrLocked = errors.New("the db file is locked by a running process (is etcd still running on this data dir?)")
+// ErrLocked means a running etcd (or another process) holds the member's files; the error
+// wrapping it names the file.
+var ErrLocked = errors.New("locked by a running process (is etcd still running on this data dir?)")
 
 // readBackend opens the db read-only and reads the small buckets and the newest revision. It
 // touches a handful of pages, whatever the db's size; deep also walks every page.
@@ -100,7 +101,7 @@ func readBackend(path string, deep bool) (be *Backend, err error) {
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: lockWait})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, ErrLocked
+			return nil, fmt.Errorf("the db file %s is %w", path, ErrLocked)
 		}
 		return nil, fmt.Errorf("open db %s read-only: %w", path, err)
 	}

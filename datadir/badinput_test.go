@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	. "github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/finding"
 )
@@ -193,4 +195,55 @@ func wantFinding(t *testing.T, r *Report, id string) {
 		}
 	}
 	t.Errorf("want finding %s, got %+v", id, finding.ForDataDir(r))
+}
+
+// A running member's files are locked: the error names the file that is, the WAL segment or
+// the db (a locked WAL was reported as "the db file is locked", review item 13).
+func TestInspectNamesTheLockedFile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		lock func(t *testing.T, dir string) string // locks a file, returns what the error must say
+	}{
+		{"the newest WAL segment (an OFD lock, as etcd takes)", func(t *testing.T, dir string) string {
+			seg, _, err := LastWALSegment(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := openForLock(t, seg)
+			lk := unix.Flock_t{Type: unix.F_WRLCK}
+			if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
+				t.Fatal(err)
+			}
+			return "the WAL segment " + seg + " is locked by a running process"
+		}},
+		{"the db (a flock, as bbolt takes)", func(t *testing.T, dir string) string {
+			db := filepath.Join(dir, "member", "snap", "db")
+			f := openForLock(t, db)
+			if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+			return "the db file " + db + " is locked by a running process"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := stoppedMember(t)
+			want := tc.lock(t, dir)
+			_, err := Inspect(dir, Options{})
+			if !errors.Is(err, ErrLocked) || !errors.Is(err, ErrNotInspectable) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("want an error containing %q, got %v", want, err)
+			}
+		})
+	}
+}
+
+// openForLock opens path for a lock the test holds until it ends.
+func openForLock(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

@@ -130,8 +130,10 @@ func Inspect(path string, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: list WAL in %s: %v", ErrNotInspectable, walDir, err)
 	}
-	if len(segs) > 0 && walLocked(filepath.Join(walDir, segs[len(segs)-1].Name)) {
-		return nil, fmt.Errorf("%w: %s: %w", ErrNotInspectable, walDir, ErrLocked)
+	if len(segs) > 0 {
+		if newest := filepath.Join(walDir, segs[len(segs)-1].Name); walLocked(newest) {
+			return nil, fmt.Errorf("%w: the WAL segment %s is %w", ErrNotInspectable, newest, ErrLocked)
+		}
 	}
 	ws, err := readWAL(walDir, snapDir, opts.Deep)
 	if err != nil {
@@ -163,7 +165,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 	be, err := readBackend(dbPath, opts.Deep)
 	switch {
 	case errors.Is(err, ErrLocked):
-		return nil, fmt.Errorf("%w: %s: %w", ErrNotInspectable, dbPath, ErrLocked)
+		return nil, fmt.Errorf("%w: %w", ErrNotInspectable, err)
 	case err != nil:
 		r.BackendError = err.Error()
 	default:
@@ -368,7 +370,7 @@ func dbExists(member string) bool {
 func (r *Report) inspectDBFile(path string, opts Options) error {
 	be, err := readBackend(path, opts.Deep)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNotInspectable, err)
+		return fmt.Errorf("%w: %w", ErrNotInspectable, err)
 	}
 	r.Backend = be
 	sortMembers(be.Members)
