@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -136,9 +137,17 @@ func (o Options) finishInterrupted(res *Result) (stop bool, err error) {
 	return false, nil
 }
 
-// inspect reads the data dir offline: nil when it does not exist (a new member's).
+// inspect reads the data dir offline: nil when it does not exist (a new member's), unless its
+// WAL dir apart still holds a log: that is judged as an empty data dir with that WAL would be,
+// half a member (etcd would replay the old log without its data).
 func inspect(dataDir, walDir string) (*datadir.Report, error) {
 	if _, err := os.Stat(dataDir); errors.Is(err, fs.ErrNotExist) {
+		if wal, err := holdsWAL(walDir); err != nil {
+			return nil, err
+		} else if wal {
+			return &datadir.Report{Path: dataDir, Kind: datadir.KindWALWithoutData, MemberDir: filepath.Join(dataDir, "member"), WALDir: walDir,
+				KindReason: fmt.Sprintf("the WAL dir %s holds .wal files, but the data dir %s does not exist: etcd would replay a log without the data it was applied to", walDir, dataDir)}, nil
+		}
 		return nil, nil
 	} else if err != nil {
 		return nil, err
@@ -153,6 +162,26 @@ func inspect(dataDir, walDir string) (*datadir.Report, error) {
 		return nil, fmt.Errorf("%s is %w", dataDir, ErrDBFile)
 	}
 	return report, nil
+}
+
+// holdsWAL is true when dir (a --wal-dir; "" for none) has any .wal file: a name etcd would
+// skip still counts, so that a doubt never reads as an empty member.
+func holdsWAL(dir string) (bool, error) {
+	if dir == "" {
+		return false, nil
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("read the WAL dir: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".wal") {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // act quarantines a data dir the member may not start on when the run may (Fix), and says

@@ -221,3 +221,33 @@ func TestRunDoesNotJudgeAnEmptyDataDirWithoutTheCluster(t *testing.T) {
 		t.Fatalf("%s: %v", res.Verdict.Class, res.Next)
 	}
 }
+
+// rm -rf /var/lib/etcd, its WAL on a disk of its own left as it was: etcd started with that
+// --wal-dir would replay the old log without its data. A missing data dir is judged as an
+// empty one with that WAL: INCOMPLETE, never EMPTY, and neither moved nor rejoined.
+func TestRunJudgesAMissingDataDirWithItsWALDir(t *testing.T) {
+	root := t.TempDir()
+	wal := filepath.Join(root, "wal")
+	writeFiles(t, wal, map[string]string{seg0: "wal0"})
+	for _, how := range []string{"missing", "empty"} {
+		dataDir := filepath.Join(root, "data-"+how)
+		if how == "empty" {
+			if err := os.Mkdir(dataDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		opts := seeing(options(t, dataDir), healthyPD())
+		opts.WALDir, opts.Fix = wal, true
+		opts.Rejoin = func(context.Context) error { t.Error("rejoined on a WAL without its data"); return nil }
+		res, err := Run(t.Context(), opts)
+		if err != nil {
+			t.Fatalf("%s data dir: %v", how, err)
+		}
+		if v := res.Verdict; v.Class != Incomplete || v.Safe || v.Movable || res.Quarantined != nil || !strings.Contains(v.Reason, "holds .wal files") {
+			t.Errorf("%s data dir: %s (safe %v, movable %v): %s", how, v.Class, v.Safe, v.Movable, v.Reason)
+		}
+	}
+	if got := byPath(t, wal); len(got) != 1 || got[seg0] == "" {
+		t.Errorf("the WAL dir now holds %v", got)
+	}
+}
