@@ -318,3 +318,59 @@ func copyFile(t *testing.T, from, to string) {
 	}
 	writeFile(t, to, string(b))
 }
+
+// --from-config given what is not etcd's config file: read as one, it would name etcd's
+// defaults (<dir>/default.etcd), a data dir the member does not use, and guard would call that
+// empty folder safe.
+func TestFromConfigFileRefusesWhatIsNotEtcdsConfig(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		situation string
+		text      string
+		want      []string // in the error; none: read
+	}{
+		{"kubeadm's etcd static pod, taken for its config", kubeadmManifest,
+			[]string{"is a Kubernetes manifest (kind: Pod)", "its etcd runs on /var/lib/etcd (manifest's flag --data-dir)", "--kubeadm-manifest NAME="}},
+		{"another Kubernetes object", "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: etcd\n", []string{"Kubernetes manifest (kind: StatefulSet)"}},
+		{"YAML setting none of etcd's keys", "replicas: 3\nimage: etcd\n", []string{"sets none of etcd's config file keys", filepath.Join(dir, "default.etcd")}},
+		{"an empty file", "", []string{"sets none of etcd's config file keys"}},
+		{"a config setting only a key the spec does not hold: etcd's defaults are right", "log-level: debug\n", nil},
+		{"a config setting the data dir", "data-dir: /var/lib/etcd\n", nil},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			path := filepath.Join(dir, "etcd.yaml")
+			writeFile(t, path, tc.text)
+			s, err := FromConfigFile(path)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("want it read, got %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want an error, got data dir %s", s.DataDir)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+const kubeadmManifest = `apiVersion: v1
+kind: Pod
+metadata:
+  name: etcd
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - etcd
+    - --advertise-client-urls=https://10.0.0.11:2379
+    - --data-dir=/var/lib/etcd
+    - --name=master2
+    image: registry.k8s.io/etcd:3.5.16-0
+    name: etcd
+`
