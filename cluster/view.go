@@ -32,10 +32,33 @@ type View struct {
 type MemberView struct {
 	etcdmedic.Member
 	Probe *Probe `json:"probe,omitempty"`
+	// State is what the probes prove about the member.
+	State MemberState `json:"state"`
 }
+
+// MemberState is what the probes prove about a member: a probe that could not connect proves
+// nothing, so such a member is neither up nor down.
+type MemberState string
+
+const (
+	// StateUp: it answered the Status RPC.
+	StateUp MemberState = "up"
+	// StateDown: proven not serving: every client URL probed refused the connection, or it
+	// never started (no name or client URLs in the membership).
+	StateDown MemberState = "down"
+	// StateNotProbed: none of its client URLs was probed (doctor --no-discover).
+	StateNotProbed MemberState = "not probed"
+	// StateCouldNotProbe: its probe failed without proving it down (a timeout, a TLS error).
+	StateCouldNotProbe MemberState = "could not probe"
+)
 
 // Up is true when the member's endpoint answered the Status RPC.
 func (m MemberView) Up() bool { return m.Probe != nil && m.Probe.Reached }
+
+// Unknown is true when the probes prove neither that the member is up nor that it is down.
+func (m MemberView) Unknown() bool {
+	return m.State == StateNotProbed || m.State == StateCouldNotProbe
+}
 
 // Started is false for a member added to the membership whose process never joined: etcd
 // only fills in name and client URLs when the member first publishes them.
@@ -43,14 +66,26 @@ func (m MemberView) Started() bool { return m.Name != "" && len(m.ClientURLs) > 
 
 // Quorum counts voters.
 type Quorum struct {
-	Voters    int `json:"voters"`
-	VotersUp  int `json:"votersUp"`
+	Voters   int `json:"voters"`
+	VotersUp int `json:"votersUp"`
+	// Unknown voters were not probed, or their probe failed without proving them down (a
+	// timeout, a TLS error): counted neither up nor down.
+	Unknown   int `json:"unknown"`
 	Needed    int `json:"needed"`
-	Tolerance int `json:"tolerance"` // more voters that may fail before quorum is lost (<0: lost)
+	Tolerance int `json:"tolerance"` // more voters that may fail before quorum is lost (<0: lost), counting unknown voters as not up
+	// Proven is true when some voter shows that a quorum exists: its linearizable read
+	// succeeded, or it answered and names a leader.
+	Proven bool `json:"proven"`
 }
 
-// Lost reports whether too few voters are up to form a quorum.
+// Lost reports whether fewer voters are shown up than a quorum needs: quorum lost, or not
+// verified (Unknown voters). Whatever changes the cluster refuses then; ProvenLost tells the
+// two apart.
 func (q Quorum) Lost() bool { return q.VotersUp < q.Needed }
+
+// ProvenLost reports whether the probes prove quorum lost: no voter shows one, and the voters
+// that were not verified are too few to make one.
+func (q Quorum) ProvenLost() bool { return !q.Proven && q.VotersUp+q.Unknown < q.Needed }
 
 // Observe probes every member the cluster names and builds its view: what most commands need
 // before they decide anything.
@@ -127,11 +162,19 @@ func BuildView(probes []*Probe, at time.Time) *View {
 			v.Unmatched = append(v.Unmatched, p)
 		}
 	}
-	for _, m := range v.Members {
+	for i := range v.Members {
+		m := &v.Members[i]
+		m.State = memberState(*m, probes)
 		if !m.IsLearner {
 			v.Quorum.Voters++
-			if m.Up() {
+			switch {
+			case m.Up():
 				v.Quorum.VotersUp++
+			case m.Unknown():
+				v.Quorum.Unknown++
+			}
+			if m.Up() && (m.Probe.Healthy || m.Probe.Status.Leader != etcdmedic.NoID) {
+				v.Quorum.Proven = true
 			}
 		}
 		if m.Up() && m.Probe.Status.Leader != etcdmedic.NoID {
@@ -188,6 +231,31 @@ func (v *View) claimed(p *Probe) bool {
 		}
 	}
 	return false
+}
+
+// memberState is what the probes prove about m: down only when it never started or every
+// probe of its client URLs was refused; a timeout or a TLS error proves nothing.
+func memberState(m MemberView, probes []*Probe) MemberState {
+	switch {
+	case m.Up():
+		return StateUp
+	case !m.Started():
+		return StateDown
+	}
+	probed, refused := false, true
+	for _, p := range probes {
+		if !p.Reached && m.ClientURLs.Reaches(p.Endpoint) {
+			probed = true
+			refused = refused && p.Refused
+		}
+	}
+	switch {
+	case !probed:
+		return StateNotProbed
+	case refused:
+		return StateDown
+	}
+	return StateCouldNotProbe
 }
 
 // probeForURLs finds the (failed) probe of one of a member's client URLs.

@@ -13,7 +13,14 @@ func judged(ps []*cluster.Probe) Judged {
 	return Judged{View: v, Findings: ForCluster(v, DefaultClusterRules())}
 }
 
-func down(p *cluster.Probe) { p.Reached, p.Status, p.Error = false, nil, "connection refused" }
+func down(p *cluster.Probe) {
+	p.Reached, p.Status, p.Error, p.Refused, p.Healthy = false, nil, "connection refused", true, false
+}
+
+// noLeader is a member that answers but knows no leader: its linearizable read fails.
+func noLeader(p *cluster.Probe) {
+	p.Status.Leader, p.Healthy, p.HealthErr = 0, false, "no leader"
+}
 
 // What doctor --watch prints between two rounds, each row a moment of incident 2.
 func TestChangesBetweenTwoLooks(t *testing.T) {
@@ -24,7 +31,7 @@ func TestChangesBetweenTwoLooks(t *testing.T) {
 		return withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100, down)}, "a", "b", "c")
 	}
 	twoDown := func() []*cluster.Probe {
-		return withMembers([]*cluster.Probe{probe("a", "0", 100), probe("b", "a", 100, down), probe("c", "a", 100, down)}, "a", "b", "c")
+		return withMembers([]*cluster.Probe{probe("a", "0", 100, noLeader), probe("b", "a", 100, down), probe("c", "a", 100, down)}, "a", "b", "c")
 	}
 	for _, tc := range []struct {
 		name      string

@@ -25,6 +25,8 @@ const (
 	IDClusterIDMismatch   = "cluster-id-mismatch"
 	IDMemberUnstarted     = "member-unstarted"
 	IDMemberUnreachable   = "member-unreachable"
+	IDMemberNotVerified   = "member-not-verified"
+	IDQuorumNotVerified   = "quorum-not-verified"
 	IDEndpointNotMember   = "endpoint-not-member"
 	IDEndpointUnreachable = "endpoint-unreachable"
 	IDMemberLagging       = "member-lagging"
@@ -88,16 +90,7 @@ func ctl(rules ClusterRules, args string) string {
 func upDown(v *cluster.View) []Evidence {
 	var ev []Evidence
 	for _, m := range v.Members {
-		state := "up"
-		switch {
-		case !m.Started():
-			state = "never started"
-		case !m.Up():
-			state = "down"
-			if m.Probe != nil && m.Probe.Error != "" {
-				state += ": " + m.Probe.Error
-			}
-		}
+		state := stateText(m)
 		role := "voter"
 		if m.IsLearner {
 			role = "learner"
@@ -107,11 +100,58 @@ func upDown(v *cluster.View) []Evidence {
 	return ev
 }
 
+// stateText is a member's state with what proves it, for evidence.
+func stateText(m cluster.MemberView) string {
+	switch {
+	case m.State == cluster.StateUp:
+		return "up"
+	case !m.Started():
+		return "never started"
+	case m.State == cluster.StateNotProbed:
+		return "not probed (none of its client URLs was among the endpoints probed)"
+	}
+	state := string(m.State)
+	if m.Probe != nil && m.Probe.Error != "" {
+		state += ": " + m.Probe.Error
+	}
+	return state
+}
+
+// quorumProof names what shows that a quorum exists, "" when nothing does.
+func quorumProof(v *cluster.View) string {
+	var named string
+	for _, m := range v.Members {
+		switch {
+		case m.IsLearner || !m.Up():
+		case m.Probe.Healthy:
+			return m.Label() + "'s linearizable read succeeded"
+		case named == "" && m.Probe.Status.Leader != etcdmedic.NoID:
+			named = m.Label() + " names leader " + v.Label(m.Probe.Status.Leader)
+		}
+	}
+	return named
+}
+
+// notVerified lists the members whose state the probes do not prove, with why.
+func notVerified(v *cluster.View) []string {
+	var out []string
+	for _, m := range v.Members {
+		if m.Unknown() {
+			out = append(out, m.ShortLabel()+" "+stateText(m))
+		}
+	}
+	return out
+}
+
 func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 	q := v.Quorum
-	ev := append([]Evidence{{"voters up / needed", fmt.Sprintf("%d of %d up, %d needed", q.VotersUp, q.Voters, q.Needed)}}, upDown(v)...)
+	count := fmt.Sprintf("%d of %d up, %d needed", q.VotersUp, q.Voters, q.Needed)
+	if q.Unknown > 0 {
+		count += fmt.Sprintf(", %d not verified", q.Unknown)
+	}
+	ev := append([]Evidence{{"voters up / needed", count}}, upDown(v)...)
 	switch {
-	case q.Lost():
+	case q.ProvenLost():
 		return []Finding{{
 			ID: IDQuorumLost, Severity: Critical, Subject: "cluster " + v.ClusterID.String(),
 			Summary:  fmt.Sprintf("Quorum is lost: %d of %d voters are up, %d are needed", q.VotersUp, q.Voters, q.Needed),
@@ -119,6 +159,8 @@ func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 			Why:      "Without quorum the cluster accepts no writes and serves no linearizable reads: Kubernetes API servers stop working. Removing or re-adding members now cannot succeed and can destroy the data that is left (incident 2).",
 			Remedy:   "Do not run member remove/add, kubeadm reset or kubeadm join now. First try to bring the down voters back as they are (restart etcd on their existing data dirs). If they are gone for good: stop every member, keep every data dir, run `etcdmedic inspect` on each to find the one with the most committed data, then rebuild from it (`etcdmedic recover plan`, or by hand: start it with --force-new-cluster, restart it without the flag, and add the others back one at a time as learners).",
 		}}
+	case q.Lost() || (q.Tolerance == 0 && q.Unknown > 0):
+		return []Finding{quorumNotVerified(v, ev)}
 	case q.Tolerance == 0 && q.VotersUp < q.Voters:
 		return []Finding{{
 			ID: IDQuorumAtRisk, Severity: Critical, Subject: "cluster " + v.ClusterID.String(),
@@ -137,6 +179,38 @@ func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 		}}
 	}
 	return nil
+}
+
+// quorumNotVerified is the quorum finding when the verdict depends on voters doctor could not
+// ask: it never says lost, and it is critical only when no voter shows a quorum or the ones
+// that could make one up are too few even counting every unverified voter.
+func quorumNotVerified(v *cluster.View, ev []Evidence) Finding {
+	q := v.Quorum
+	proof := quorumProof(v)
+	f := Finding{
+		ID: IDQuorumNotVerified, Severity: Warning, Subject: "cluster " + v.ClusterID.String(),
+		Evidence: append([]Evidence{{"quorum shown by", orNone(proof)}}, ev...),
+	}
+	unknown := strings.Join(notVerified(v), "; ")
+	switch {
+	case q.Lost() && (!q.Proven || q.VotersUp+q.Unknown < q.Needed):
+		f.Severity = Critical
+		f.Summary = fmt.Sprintf("Quorum is not verified: %d of %d voters are up, %d needed, and no voter shows a working quorum", q.VotersUp, q.Voters, q.Needed)
+		if unknown != "" {
+			f.Summary += "; not verified: " + unknown
+		}
+		f.Why = "The members doctor reached cannot show that the cluster commits anything, and the others could not be asked: quorum may be lost, or this host may only be cut off from the members that hold it."
+		f.Remedy = "Before acting, reach the members that were not verified: run doctor from a host that reaches every member's client URLs (without --no-discover), check their addresses, firewalls and certificates. Do not run member remove/add, kubeadm reset or recover on this evidence; if they really are down, follow quorum-lost."
+	case q.Lost():
+		f.Summary = fmt.Sprintf("Quorum holds (%s) but only %d of %d voters were verified: %s", proof, q.VotersUp, q.Voters, unknown)
+		f.Why = "doctor counts a member it could not ask as neither up nor down: how many more failures the cluster tolerates is unknown."
+		f.Remedy = "Run doctor without --no-discover (it probes only the given endpoints) from a host that reaches every member's client URLs; check the addresses, firewalls and certificates of the members not verified."
+	default:
+		f.Summary = fmt.Sprintf("Quorum holds with %d of %d voters up, %d needed; not verified: %s. If those are down, one more failure loses quorum", q.VotersUp, q.Voters, q.Needed, unknown)
+		f.Why = "doctor counts a member it could not ask as neither up nor down: the cluster may tolerate no further failure."
+		f.Remedy = "Check that this host reaches the members not verified (their client URLs, firewalls, certificates) and run doctor again; if they are down, restart etcd on their existing data dirs before touching any other member."
+	}
+	return f
 }
 
 func leaderFindings(v *cluster.View) []Finding {
@@ -260,8 +334,24 @@ func memberFindings(v *cluster.View, rules ClusterRules) []Finding {
 				Why:      "A member that was added but whose process never joined still counts as a voter: it weakens quorum, and it blocks further member adds (incident 1's \"pd-4\").",
 				Remedy:   fmt.Sprintf("Start the member it was added for (empty data dir, --initial-cluster-state=existing, peer URL %s), or remove the entry: %s", strings.Join(m.PeerURLs, ","), ctl(rules, "member remove "+m.ID.String())),
 			})
+		case m.State == cluster.StateNotProbed:
+			out = append(out, Finding{
+				ID: IDMemberNotVerified, Severity: Warning, Subject: m.Label(),
+				Summary:  fmt.Sprintf("Member %s was not probed: none of its client URLs (%s) was among the endpoints probed", m.Label(), strings.Join(m.ClientURLs, ",")),
+				Evidence: []Evidence{{"state", "not probed (--no-discover probes only the given endpoints)"}},
+				Why:      "doctor counts a member it did not ask as neither up nor down: its part in the quorum is not verified.",
+				Remedy:   fmt.Sprintf("Run doctor without --no-discover, or add %s to --endpoints.", firstURL(m)),
+			})
+		case m.State == cluster.StateCouldNotProbe:
+			out = append(out, Finding{
+				ID: IDMemberNotVerified, Severity: Warning, Subject: m.Label(),
+				Summary:  fmt.Sprintf("Member %s could not be probed on %s", m.Label(), strings.Join(m.ClientURLs, ",")),
+				Evidence: []Evidence{{"error", m.Probe.Error}},
+				Why:      "A probe that cannot connect proves nothing: the member may be down, or only unreachable from this host (firewall, routing, certificates). doctor counts it as neither up nor down.",
+				Remedy:   "Check that this host reaches its client URLs and that the certificates (--cacert/--cert/--key) are right, then run doctor again; if the member is down, restart etcd on its existing data dir.",
+			})
 		case !m.Up():
-			errText := "no endpoint answered"
+			errText := "connection refused"
 			if m.Probe != nil && m.Probe.Error != "" {
 				errText = m.Probe.Error
 			}
@@ -269,7 +359,7 @@ func memberFindings(v *cluster.View, rules ClusterRules) []Finding {
 				ID: IDMemberUnreachable, Severity: Warning, Subject: m.Label(),
 				Summary:  fmt.Sprintf("Member %s does not answer on %s", m.Label(), strings.Join(m.ClientURLs, ",")),
 				Evidence: []Evidence{{"error", errText}},
-				Why:      "A member that is down no longer counts toward quorum.",
+				Why:      "Nothing listens at its client URLs: the member is down and no longer counts toward quorum.",
 				Remedy:   "Restart etcd on that node with its existing data dir; inspect the data dir offline first if it crashed (`etcdmedic inspect <data-dir>`).",
 			})
 		case leader != nil && leader.Up() && m.ID != leader.ID:

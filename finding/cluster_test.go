@@ -35,6 +35,10 @@ func withMembers(ps []*cluster.Probe, ids ...string) []*cluster.Probe {
 	return ps
 }
 
+func timedOut(p *cluster.Probe) {
+	p.Reached, p.Status, p.Error, p.Healthy = false, nil, "no answer within the command timeout", false
+}
+
 func judge(ps []*cluster.Probe) []Finding {
 	return ForCluster(cluster.BuildView(ps, time.Unix(0, 0)), DefaultClusterRules())
 }
@@ -67,6 +71,21 @@ func TestClusterRules(t *testing.T) {
 			p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 850, 850, 1000
 		}), probe("b", "a", 1), probe("c", "a", 1)}, "a", "b", "c"), "warning:db-near-quota"},
 		{"single voter", withMembers([]*cluster.Probe{probe("a", "a", 1)}, "a"), "info:no-fault-tolerance"},
+		// Review item 1: a member doctor could not ask is neither up nor down.
+		{"--no-discover on a healthy cluster: the others not probed", withMembers([]*cluster.Probe{probe("a", "a", 100)}, "a", "b", "c"),
+			"warning:member-not-verified warning:member-not-verified warning:quorum-not-verified"},
+		{"the others time out from this host: not verified, never lost", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, timedOut), probe("c", "a", 100, timedOut)}, "a", "b", "c"),
+			"warning:member-not-verified warning:member-not-verified warning:quorum-not-verified"},
+		{"one voter times out: quorum holds, its tolerance unknown", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100, timedOut)}, "a", "b", "c"),
+			"warning:member-not-verified warning:quorum-not-verified"},
+		{"one voter refuses: quorum at risk", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100, down)}, "a", "b", "c"),
+			"critical:quorum-at-risk warning:member-unreachable"},
+		{"two refuse, the last knows no leader: quorum lost", withMembers([]*cluster.Probe{probe("a", "0", 100, noLeader), probe("b", "a", 100, down), probe("c", "a", 100, down)}, "a", "b", "c"),
+			"critical:no-leader critical:quorum-lost warning:member-unreachable warning:member-unreachable"},
+		{"the one reached knows no leader, the others time out: not verified", withMembers([]*cluster.Probe{probe("a", "0", 100, noLeader), probe("b", "a", 100, timedOut), probe("c", "a", 100, timedOut)}, "a", "b", "c"),
+			"critical:no-leader critical:quorum-not-verified warning:member-not-verified warning:member-not-verified"},
+		{"two refuse, the last still names a leader: not lost yet, not verified", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, down), probe("c", "a", 100, down)}, "a", "b", "c"),
+			"critical:quorum-not-verified warning:member-unreachable warning:member-unreachable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ids(judge(tc.probes)); got != tc.want {

@@ -48,7 +48,8 @@ type doctorJSON struct {
 		} `json:"probe"`
 	} `json:"members"`
 	Quorum struct {
-		Voters, VotersUp, Needed int
+		Voters, VotersUp, Unknown, Needed int
+		Proven                            bool
 	} `json:"quorum"`
 	Findings []finding.Finding `json:"findings"`
 }
@@ -111,6 +112,28 @@ func TestDoctorHealthyClusterHasNoWarnings(t *testing.T) {
 	code, out, _ := runCLI(t, "doctor", "--endpoints", c.Member("m1").ClientURL)
 	if code != exitOK || strings.Count(out, "3.7.") != 3 || !strings.Contains(out, "3 of 3 voters up") || !strings.Contains(out, "FINDINGS: none") {
 		t.Fatalf("table output (exit %d):\n%s", code, out)
+	}
+}
+
+// Review item 1: --no-discover probes one member of a healthy cluster; the two others are not
+// probed, so they are neither down nor up, and m1's linearizable read proves a quorum.
+func TestDoctorNoDiscoverIsNotQuorumLost(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	code, d := doctor(t, []string{c.Member("m1").ClientURL}, "--no-discover")
+	if code != exitFindings || d.find(finding.IDQuorumLost) != nil || d.find(finding.IDQuorumAtRisk) != nil {
+		t.Fatalf("healthy cluster, one endpoint, --no-discover: exit %d, %s", code, d.ids())
+	}
+	f := wantDoctorFinding(t, d, finding.IDQuorumNotVerified, finding.Warning)
+	if !strings.Contains(f.Summary, "m2") || !strings.Contains(f.Summary, "m3") || !strings.Contains(f.Summary, "not probed") {
+		t.Errorf("the warning must name the members not probed: %s", f.Summary)
+	}
+	if q := d.Quorum; q.Voters != 3 || q.VotersUp != 1 || q.Unknown != 2 || !q.Proven {
+		t.Errorf("quorum %+v, want 1 of 3 up, 2 unknown, proven", q)
+	}
+	code, out, _ := runCLI(t, "doctor", "--no-discover", "--endpoints", c.Member("m1").ClientURL)
+	if code != exitFindings || !strings.Contains(out, "1 of 3 voters up (2 needed), 2 not verified") || !strings.Contains(out, "not probed") {
+		t.Errorf("table (exit %d):\n%s", code, out)
 	}
 }
 

@@ -44,14 +44,18 @@ func (tablePrinter) Doctor(w io.Writer, r doctorResult) error {
 	if id := r.Leader(); id != etcdmedic.NoID {
 		leader = r.Label(id)
 	}
-	fmt.Fprintf(w, "\nCLUSTER %s: %d of %d voters up (%d needed), leader %s\n\n", idOrDash(r.ClusterID), q.VotersUp, q.Voters, q.Needed, leader)
+	unknown := ""
+	if q.Unknown > 0 {
+		unknown = fmt.Sprintf(", %d not verified", q.Unknown)
+	}
+	fmt.Fprintf(w, "\nCLUSTER %s: %d of %d voters up (%d needed)%s, leader %s\n\n", idOrDash(r.ClusterID), q.VotersUp, q.Voters, q.Needed, unknown, leader)
 	printFindings(w, r.Findings)
 	return nil
 }
 
 func statusCells(p *cluster.Probe, learner bool) []string {
 	if p == nil || !p.Reached {
-		errText := "no endpoint"
+		errText := "not probed"
 		if p != nil {
 			errText = p.Error
 		}
