@@ -86,7 +86,7 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		)
 	}
 	if r.Raft != nil {
-		ev = append(ev, finding.Evidence{What: "data dir last raft index (term)", Value: fmt.Sprintf("%d (%d)", r.Raft.LastIndex, r.Raft.LastTerm)})
+		ev = append(ev, finding.Evidence{What: dataRaft, Value: fmt.Sprintf("%d (%d)", r.Raft.LastIndex, r.Raft.LastTerm)})
 	}
 	if r.PDJoin != nil {
 		ev = append(ev, finding.Evidence{What: "PD join file", Value: r.PDJoin.Contents})
@@ -102,6 +102,14 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		return withEvidence(verdict(Unknown, why+": etcdmedic does not guess whether this data is still needed. If quorum is lost, this data dir may hold the most recent data: keep it, and recover quorum first (etcdmedic inspect each stopped member, then etcdmedic recover)."), ev)
 	}
 	ev = append(ev, finding.Evidence{What: "live cluster ID", Value: v.ClusterID.String()}, finding.Evidence{What: "live members", Value: liveMembers(v)})
+	if st := leaderStatus(v); st != nil {
+		// Beside the data dir's, never judged on: a member stopped normally is always behind.
+		at := len(ev)
+		if i := slices.IndexFunc(ev, func(e finding.Evidence) bool { return e.What == dataRaft }); i >= 0 {
+			at = i + 1
+		}
+		ev = slices.Insert(ev, at, finding.Evidence{What: "live raft index (term)", Value: fmt.Sprintf("%d (%d), leader %s", st.RaftIndex, st.RaftTerm, v.Label(st.MemberID))})
+	}
 	if r.Kind == datadir.KindNotEtcd {
 		out := verdict(Foreign, "the directory holds files that are not etcd data ("+r.KindReason+")")
 		out.Movable = onlyEtcdNames(r.Path)
@@ -173,6 +181,16 @@ func classifyEmpty(v *cluster.View, reached bool, want Expect) Verdict {
 
 func verdict(c Class, reason string) Verdict {
 	return Verdict{Class: c, Safe: c.SafeToStart(), Movable: !c.SafeToStart() && c != Unknown && c != Unreadable, Reason: reason, Evidence: []finding.Evidence{}}
+}
+
+const dataRaft = "data dir last raft index (term)"
+
+// leaderStatus is what the leader answered (its raft index and term), or nil.
+func leaderStatus(v *cluster.View) *cluster.Status {
+	if m := v.MemberByID(v.Leader()); m != nil && m.Probe != nil && m.Probe.Status != nil {
+		return m.Probe.Status
+	}
+	return nil
 }
 
 // anyHealthy is true when some member served a linearizable read.

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -158,5 +159,25 @@ func TestClassifyShowsTheEvidenceOfAStaleVolume(t *testing.T) {
 		if !strings.Contains(seen[what], want) {
 			t.Errorf("evidence %q = %q, want %q", what, seen[what], want)
 		}
+	}
+}
+
+// A rolled-back copy of pd-1's own data (a VM snapshot restored: last index 8 while the
+// cluster is at 900) is still VALID, as a member stopped normally is always behind; the
+// evidence shows both positions side by side for the operator to compare.
+func TestClassifyShowsTheLiveRaftIndexBesideTheDataDirs(t *testing.T) {
+	r := member(datadir.KindEtcdMember, liveID, pd1.ID, "pd-1")
+	r.Raft = &datadir.Raft{LastIndex: 8, LastTerm: 2}
+	v := Classify(r, answers([]etcdmedic.Member{pd0, pd1, pd2}, pd0, pd2), Expect{Name: "pd-1", PeerURLs: pd1.PeerURLs})
+	if v.Class != Valid || !v.Safe {
+		t.Fatalf("got %s (safe %v): %s", v.Class, v.Safe, v.Reason)
+	}
+	var whats []string
+	for _, e := range v.Evidence {
+		whats = append(whats, e.What+" = "+e.Value)
+	}
+	i := slices.Index(whats, "data dir last raft index (term) = 8 (2)")
+	if i < 0 || i+1 >= len(whats) || whats[i+1] != "live raft index (term) = 900 (3), leader pd-0 (a0)" {
+		t.Errorf("evidence %q: want the live raft index right after the data dir's", whats)
 	}
 }

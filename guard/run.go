@@ -202,6 +202,10 @@ func (o Options) act(res *Result, report *datadir.Report) (goOn bool, err error)
 		res.next(fmt.Sprintf("Do not start etcd on this empty data dir: member %s ran before and its data is gone; there is nothing here to move aside.", v.LiveMember.Label()),
 			"Replace the member: "+o.memberReplace(v.LiveMember))
 		return false, nil
+	case v.Class == Valid:
+		// Not judged on the raft index (a stopped member is always behind), so said here.
+		res.next("If etcd then panics with \"tocommit(N) is out of range [lastIndex(M)]\", this data dir is an older copy of the member (restored from a VM or volume snapshot, or an old volume reused): do not start it again, and replace the member: " + o.memberReplace(v.LiveMember))
+		return true, nil
 	case v.Safe || v.Class == Empty:
 		return true, nil
 	case !v.Movable:

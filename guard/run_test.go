@@ -251,3 +251,19 @@ func TestRunJudgesAMissingDataDirWithItsWALDir(t *testing.T) {
 		t.Errorf("the WAL dir now holds %v", got)
 	}
 }
+
+// A VALID data dir is not judged on its raft index, so the remedy says what a rolled-back copy
+// of the member's own data does when started, and what to do then.
+func TestRunSaysWhatARolledBackCopyDoes(t *testing.T) {
+	dataDir := t.TempDir()
+	opts := seeing(options(t, dataDir), healthyPD())
+	opts.Expect = Expect{Name: "pd-1", PeerURLs: pd1.PeerURLs}
+	verdict := Classify(member(datadir.KindEtcdMember, liveID, pd1.ID, "pd-1"), healthyPD(), opts.Expect)
+	res := &Result{Verdict: verdict}
+	if goOn, err := opts.act(res, nil); !goOn || err != nil {
+		t.Fatalf("act: %v %v", goOn, err)
+	}
+	if next := strings.Join(res.Next, " "); !strings.Contains(next, "tocommit(N) is out of range [lastIndex(M)]") || !strings.Contains(next, "etcdmedic member replace pd-1 --name pd-1") {
+		t.Errorf("next: %s", next)
+	}
+}

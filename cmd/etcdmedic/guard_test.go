@@ -259,6 +259,51 @@ func TestGuardEmptyDataDirOfAMemberThatRanBefore(t *testing.T) {
 	}
 }
 
+// A VM snapshot of m2 restored after the cluster moved on: m2's own data, rolled back. guard
+// does not judge on the raft index (a member stopped normally is always behind), so it is
+// VALID, exit 0; but the evidence shows the live index beside the data dir's, and the next
+// step says what the panic of such a copy looks like and to replace the member then.
+func TestGuardShowsARolledBackCopyBehindTheCluster(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	m2 := c.Member("m2")
+	if err := m2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := filepath.Join(t.TempDir(), "m2-snapshot")
+	copyDir(t, m2.DataDir, snapshot)
+	if err := m2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cli := c.Client(t)
+	for i := range 50 {
+		if _, err := cli.Put(t.Context(), fmt.Sprintf("after-the-snapshot/%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	eps := strings.Join([]string{c.Member("m1").ClientURL, c.Member("m3").ClientURL}, ",")
+	code, g, errOut := runGuard(t, "--data-dir", snapshot, "--name", "m2", "--peer-urls", m2.PeerURL, "--endpoints", eps)
+	if code != exitOK || g.Verdict.Class != guard.Valid {
+		t.Fatalf("exit %d, %+v\n%s", code, g, errOut)
+	}
+	seen := map[string]string{}
+	for _, e := range g.Verdict.Evidence {
+		seen[e.What] = e.Value
+	}
+	var dataIndex, liveIndex, term uint64
+	fmt.Sscanf(seen["data dir last raft index (term)"], "%d (%d)", &dataIndex, &term)
+	fmt.Sscanf(seen["live raft index (term)"], "%d (%d)", &liveIndex, &term)
+	if dataIndex == 0 || liveIndex < dataIndex+50 {
+		t.Errorf("evidence: data dir at %d, live at %d: want the live index 50 writes ahead (%v)", dataIndex, liveIndex, seen)
+	}
+	if next := strings.Join(g.Next, " "); !strings.Contains(next, "tocommit(N) is out of range") || !strings.Contains(next, "member replace m2") {
+		t.Errorf("next: %s", next)
+	}
+}
+
 func dirListing(t *testing.T, dir string) string {
 	var b strings.Builder
 	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
