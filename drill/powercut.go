@@ -99,7 +99,7 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer w.Abandon() // a drill that failed early: the judge stopped it otherwise
 	time.Sleep(powerCutLoad)
 
 	leader, follower, survivor := roles(ctx, sb)

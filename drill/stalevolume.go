@@ -92,7 +92,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 	if err != nil {
 		return err
 	}
-	defer w.Stop()
+	defer w.Abandon()           // a drill that failed early: the judge stopped it otherwise
 	time.Sleep(3 * time.Second) // the workload's baseline before the repair
 	r.repair = time.Now()
 	conn := cluster.DefaultConn()

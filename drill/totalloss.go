@@ -52,7 +52,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	defer cli.Close()
-	defer w.Stop()
+	defer w.Abandon() // a drill that failed early: the judge stopped it otherwise
 	storeURL := "file://" + filepath.Join(env.Dir, "store")
 	st, err := store.Open(ctx, storeURL, store.Options{Create: true})
 	if err != nil {
@@ -91,7 +91,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	stopRun()
 	<-done
 	r.ledger.Stop()
-	h := w.Stop() // before the restore: a client would see the cluster go back to the point
+	h := w.Abandon() // before the restore (a client would see the cluster go back to the point); the watchers cannot catch up with a cluster that is gone
 	mu.Lock()
 	tl := &TotalLoss{CapturedRevision: captured, RecoveryPointSec: lossAt.Sub(capturedAt).Seconds()}
 	mu.Unlock()

@@ -48,7 +48,7 @@ func upgradeDrill(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	defer cli.Close()
-	defer w.Stop()
+	defer w.Abandon() // a drill that failed early: the judge stopped it otherwise
 	time.Sleep(2 * time.Second)
 	eps := strings.Join(sb.Endpoints(), ",")
 	if err := r.upgradeCheck(ctx, env, eps); err != nil {

@@ -27,6 +27,9 @@ const (
 	WatchGap Rule = "watch gap"
 	// WatchDuplicate: a watcher received an event again, or out of revision order.
 	WatchDuplicate Rule = "watch duplicate"
+	// WatchStalled: a watcher had not received the last acknowledged write's revision when
+	// it was stopped, after the workload let it catch up.
+	WatchStalled Rule = "watch stalled"
 	// NotLinearizable: no order of the key's operations explains what the clients saw.
 	NotLinearizable Rule = "not linearizable"
 )
@@ -97,16 +100,17 @@ func Check(h *workload.History) Verdict {
 }
 
 // CheckWithin checks h: the final state against acknowledged writes, deletes and lease keys,
-// each client's revisions, each watcher's events, then linearizability (bounded by timeout).
+// each client's revisions, each watcher's events and that it reached the last acknowledged
+// write, then linearizability (bounded by timeout).
 // The cheap, precise checks run first, so a lost write is named as such.
 func CheckWithin(h *workload.History, timeout time.Duration) Verdict {
 	if h.Final == nil {
-		if v := first(clientRevisions(h), watchEvents(h)); v != nil {
+		if v := first(clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
 			return Verdict{Result: Violated, Violation: v}
 		}
 		return Verdict{Result: Unknown, Why: "no final read: acknowledged writes cannot be checked"}
 	}
-	if v := first(finalState(h), clientRevisions(h), watchEvents(h)); v != nil {
+	if v := first(finalState(h), clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
 		return Verdict{Result: Violated, Violation: v}
 	}
 	return linearizable(h, timeout)

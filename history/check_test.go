@@ -124,6 +124,23 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Passed,
 	}, {
+		name: "a watcher that stopped receiving events after revision 2 stalled",
+		h: workload.History{
+			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},
+			Watches: events(2, putEvent("a", "v1", 2)),
+			Final:   final(4, "a", "v3", 4),
+		},
+		want: Violated, rule: WatchStalled,
+	}, {
+		name: "a watcher compacted past the last write that resumed and got a progress notification passes",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},
+			Watches: []workload.Watch{{StartRevision: 2, Through: 6, Events: []workload.WatchEvent{putEvent("a", "v1", 2),
+				{Err: "mvcc: required revision has been compacted", CompactRevision: 5}}}},
+			Final: final(4, "a", "v3", 4),
+		},
+		want: Passed,
+	}, {
 		name: "a key put with a lease kept alive to the end must still be there",
 		h: workload.History{
 			Ops:    []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }()},

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -32,6 +33,18 @@ func TestReviewHistoriesAreViolations(t *testing.T) {
 				cas(2, "k", "a", 0, 40, 50, 12, false), cas(3, "k", "b", 0, 60, 70, 13, true)},
 			Final: final(13, "k", "b", 13),
 		},
+	}, {
+		// Watcher 0 stopped receiving at revision 2 (stalled after the repair); 98 acknowledged
+		// writes later, the final read at 100.
+		name: "F2 a watcher that stopped delivering events after revision 2",
+		h: func() workload.History {
+			h := workload.History{Watches: events(2, putEvent("k", "v2", 2))}
+			for r := int64(2); r <= 100; r++ {
+				h.Ops = append(h.Ops, put(0, "k", fmt.Sprintf("v%d", r), int(r)*10, int(r)*10+5, r))
+			}
+			h.Final = final(100, "k", "v100", 100)
+			return h
+		}(),
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.h.Start = t0

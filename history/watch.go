@@ -76,3 +76,36 @@ func watchGap(i int, w workload.Watch, ops []workload.Op) (Violation, bool) {
 	}
 	return Violation{}, false
 }
+
+// watchStalls finds a watcher that had not received everything through the last acknowledged
+// write when it was stopped: its Through (or its last event) is below that write's revision.
+// The workload lets its watchers catch up before it stops them, so one still short stalled: a
+// stream wedged on a member that no longer applies, or a watch that never resumed. Its events
+// up to the stall are checked; everything after would go unchecked.
+func watchStalls(h *workload.History) []Violation {
+	var target int64
+	var last workload.Op
+	for _, op := range h.Ops {
+		if op.Wrote() && op.Revision > target {
+			target, last = op.Revision, op
+		}
+	}
+	var found []Violation
+	for i, w := range h.Watches {
+		reached := w.Through
+		for _, e := range w.Events {
+			if e.Err == "" {
+				reached = max(reached, e.Revision)
+			}
+		}
+		if target >= w.StartRevision && reached < target {
+			found = append(found, Violation{
+				Rule:      WatchStalled,
+				Operation: fmt.Sprintf("watcher %d (from revision %d), after %s", i, w.StartRevision, last),
+				Expected:  fmt.Sprintf("everything through revision %d, the last acknowledged write", target),
+				Seen:      fmt.Sprintf("watch stalled at %d", reached),
+			})
+		}
+	}
+	return found
+}

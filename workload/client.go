@@ -96,7 +96,10 @@ func (c *client) grant(ctx context.Context, ttl int64, keepAlive bool) *Lease {
 	if !keepAlive {
 		return l
 	}
-	ch, err := c.cli.KeepAlive(ctx, resp.ID)
+	// Kept alive until the watchers have caught up at Stop, after the clients stopped: a lease
+	// that expired while Stop waited would take keys the checker expects.
+	life := c.w.life
+	ch, err := c.cli.KeepAlive(life, resp.ID)
 	if err != nil {
 		return l
 	}
@@ -106,7 +109,7 @@ func (c *client) grant(ctx context.Context, ttl int64, keepAlive bool) *Lease {
 	c.w.wg.Go(func() {
 		for range ch {
 		}
-		if ctx.Err() == nil { // the stream ended before Stop: the lease may expire
+		if life.Err() == nil { // the stream ended before Stop: the lease may expire
 			c.w.mu.Lock()
 			l.KeptAlive, l.LostAt = false, time.Now()
 			c.w.mu.Unlock()

@@ -170,6 +170,11 @@ type Watch struct {
 	// StartRevision is the revision the first watch started from.
 	StartRevision int64
 	Events        []WatchEvent
+	// Through is the newest revision the watcher had received everything of when it was
+	// stopped: its last event, or a progress notification's revision (nothing in the prefix
+	// between them was left to deliver). Stop lets the watchers catch up with the last
+	// acknowledged write first, so a watcher short of it stalled. 0 when none was recorded.
+	Through int64
 }
 
 // Lease is one lease of a client: granted, and kept alive or left to expire.

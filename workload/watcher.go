@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,9 +14,14 @@ import (
 type watcher struct {
 	cli    *clientv3.Client
 	prefix string
-	watch  Watch // only run writes it until Stop's wait returns
-	// through is the newest revision it has received an event of (0: none yet).
+	// life is the watcher's context: its watch streams and its progress requests use it.
+	life  context.Context
+	watch Watch // only run writes it until Stop's wait returns
+	// through is the newest revision it has received everything of: its last event, or the
+	// revision of a progress notification (0: nothing yet).
 	through atomic.Int64
+	// requesting is set while a progress request is on its way.
+	requesting atomic.Bool
 }
 
 // resumeDelay is the pause before a watch is reopened after an error.
@@ -45,7 +51,11 @@ func (w *watcher) follow(ctx context.Context, next int64) int64 {
 			}
 			w.watch.Events = append(w.watch.Events, e)
 			next = e.Revision + 1
-			w.through.Store(e.Revision)
+			w.reached(e.Revision)
+		}
+		if resp.IsProgressNotify() { // every event of the prefix up to its revision was sent
+			next = max(next, resp.Header.Revision+1)
+			w.reached(resp.Header.Revision)
 		}
 		if err := resp.Err(); err != nil {
 			if ctx.Err() != nil {
@@ -62,4 +72,37 @@ func (w *watcher) follow(ctx context.Context, next int64) int64 {
 		w.watch.Events = append(w.watch.Events, WatchEvent{At: time.Now(), Err: "watch channel closed"})
 	}
 	return next
+}
+
+func (w *watcher) reached(rev int64) {
+	for {
+		old := w.through.Load()
+		if rev <= old || w.through.CompareAndSwap(old, rev) {
+			return
+		}
+	}
+}
+
+// catchUp waits until the watcher has received everything through revision target or ctx
+// ends, asking for a progress notification every progressEvery (the first at once). The request goes on the
+// watch's own stream (same context metadata: WithRequireLeader) and may wait for it, so it is
+// sent from a goroutine of wg, one at a time.
+func (w *watcher) catchUp(ctx context.Context, target int64, wg *sync.WaitGroup) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	var asked time.Time
+	for w.through.Load() < target {
+		if time.Since(asked) >= progressEvery && w.requesting.CompareAndSwap(false, true) {
+			asked = time.Now()
+			wg.Go(func() {
+				defer w.requesting.Store(false)
+				_ = w.cli.RequestProgress(clientv3.WithRequireLeader(w.life)) // a lost request is asked again
+			})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }

@@ -70,12 +70,17 @@ func (s Spec) withDefaults() Spec {
 
 // Workload is a running load; Stop ends it and returns its history.
 type Workload struct {
-	spec    Spec
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	clients []*clientv3.Client
-	once    sync.Once
-	history *History
+	spec Spec
+	// cancel ends the watchers and the lease keep-alives, stopClients the clients' operations:
+	// Stop ends the clients first and lets the watchers catch up before it ends the rest.
+	cancel      context.CancelFunc
+	stopClients context.CancelFunc
+	life        context.Context
+	wg          sync.WaitGroup // watchers and keep-alives
+	clientsWG   sync.WaitGroup
+	clients     []*clientv3.Client
+	once        sync.Once
+	history     *History
 
 	// gate is held shared by each client for one operation; Pause holds it alone.
 	gate   sync.RWMutex
@@ -96,8 +101,9 @@ func Start(ctx context.Context, endpoints []string, spec Spec) (*Workload, error
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	w := &Workload{spec: spec, cancel: cancel, history: &History{Prefix: spec.Prefix}}
+	life, cancel := context.WithCancel(ctx)
+	ctx, stopClients := context.WithCancel(life)
+	w := &Workload{spec: spec, cancel: cancel, stopClients: stopClients, life: life, history: &History{Prefix: spec.Prefix}}
 	fail := func(err error) (*Workload, error) {
 		cancel()
 		w.closeClients()
@@ -118,13 +124,13 @@ func Start(ctx context.Context, endpoints []string, spec Spec) (*Workload, error
 	}
 	w.history.Start = time.Now()
 	for i := range spec.Watchers {
-		wt := &watcher{cli: w.clients[spec.Clients+i], prefix: spec.Prefix, watch: Watch{StartRevision: resp.Header.Revision + 1}}
+		wt := &watcher{cli: w.clients[spec.Clients+i], prefix: spec.Prefix, life: life, watch: Watch{StartRevision: resp.Header.Revision + 1}}
 		w.watches = append(w.watches, wt)
-		w.wg.Go(func() { wt.run(ctx) })
+		w.wg.Go(func() { wt.run(life) })
 	}
 	for i := range spec.Clients {
 		c := newClient(w, i, w.clients[i], hex.EncodeToString(nonce))
-		w.wg.Go(func() { c.run(ctx) })
+		w.clientsWG.Go(func() { c.run(ctx) })
 	}
 	return w, nil
 }
@@ -159,8 +165,9 @@ func (w *Workload) Acked() int {
 	return w.acked
 }
 
-// WatchedThrough is the newest revision every watcher has received an event of: the lowest of
-// their newest (0 while one has received none).
+// WatchedThrough is the newest revision every watcher has received everything of (its events,
+// and the progress notifications that say nothing more came): the lowest of their newest (0
+// while one has received nothing).
 func (w *Workload) WatchedThrough() int64 {
 	var low int64
 	for i, wt := range w.watches {
@@ -169,6 +176,43 @@ func (w *Workload) WatchedThrough() int64 {
 		}
 	}
 	return low
+}
+
+// highestAcknowledgedWrite is the revision of the newest write acknowledged so far.
+func (w *Workload) highestAcknowledgedWrite() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var rev int64
+	for _, op := range w.ops {
+		if op.Wrote() {
+			rev = max(rev, op.Revision)
+		}
+	}
+	return rev
+}
+
+// DrainWait bounds how long Stop waits for the watchers to catch up with the last
+// acknowledged write: on a busy 2-core machine a watcher lags by milliseconds, one resuming
+// after an error by its client's backoff; one still short after this long is stalled.
+const DrainWait = 15 * time.Second
+
+// progressEvery is how often a draining watcher asks its member for a progress notification.
+const progressEvery = 250 * time.Millisecond
+
+// drain waits, at most within, until every watcher has received everything through revision
+// target, asking for progress notifications meanwhile (a watcher may have nothing more to
+// receive: its last event was the last write in the prefix, or it resumed past it).
+func (w *Workload) drain(target int64, within time.Duration) {
+	if target == 0 || len(w.watches) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.life, within)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, wt := range w.watches {
+		wg.Go(func() { wt.catchUp(ctx, target, &w.wg) })
+	}
+	wg.Wait()
 }
 
 // RunUntil lets the workload go on for at least min, then until it has at least n operations
@@ -193,13 +237,31 @@ func (w *Workload) addLease(l *Lease) {
 	w.mu.Unlock()
 }
 
-// Stop ends the load, waits for every client and watcher (each request is bounded by the
-// request timeout) and returns the history. Leases are not revoked, so a final read still
-// sees the keys attached to them. It is safe to call more than once.
+// Stop ends the load and returns the history: it stops the clients (each request is bounded
+// by the request timeout), lets every watcher catch up with the last acknowledged write (at
+// most DrainWait; what each reached is its Watch.Through, which the checker holds against that
+// write), then stops the watchers and the lease keep-alives. Leases are not revoked, so a final
+// read still sees the keys attached to them. It is safe to call more than once, and with
+// Abandon: the first call stops the workload.
 func (w *Workload) Stop() *History {
+	return w.stop(DrainWait)
+}
+
+// Abandon is Stop without waiting for the watchers: for a cluster that is gone (the watchers
+// cannot catch up), or a drill that failed before it judged the history.
+func (w *Workload) Abandon() *History {
+	return w.stop(0)
+}
+
+func (w *Workload) stop(drainWait time.Duration) *History {
 	w.once.Do(func() {
-		w.cancel()
+		w.stopClients()
 		w.Resume()
+		w.clientsWG.Wait()
+		if drainWait > 0 {
+			w.drain(w.highestAcknowledgedWrite(), drainWait)
+		}
+		w.cancel()
 		w.wg.Wait()
 		w.closeClients()
 		w.mu.Lock()
@@ -208,7 +270,9 @@ func (w *Workload) Stop() *History {
 		h.End = time.Now()
 		h.Ops = slices.Clone(w.ops)
 		for _, wt := range w.watches {
-			h.Watches = append(h.Watches, wt.watch)
+			watch := wt.watch
+			watch.Through = wt.through.Load()
+			h.Watches = append(h.Watches, watch)
 		}
 		for _, l := range w.leases {
 			h.Leases = append(h.Leases, *l)
