@@ -84,7 +84,9 @@ func Scan(ctx context.Context, roots []string, v *cluster.View, opts Options) (*
 	}
 	res := &Result{Roots: roots, Found: []Found{}, Quarantines: []string{}, Skipped: []string{}, Outside: []string{}, NotEntered: []string{}}
 	w := &walker{res: res, seen: map[[2]uint64]bool{}, maxDepth: opts.MaxDepth, followOutside: opts.FollowLinksOutside}
-	reals := make([]string, len(roots))
+	// Every path is absolute from here: a running member's --data-dir and the files it holds
+	// open are absolute, and a relative path would never match them (USED BY stayed empty).
+	abss, reals := make([]string, len(roots)), make([]string, len(roots))
 	for i, root := range roots {
 		st, err := os.Stat(root)
 		if err != nil {
@@ -93,16 +95,16 @@ func Scan(ctx context.Context, roots []string, v *cluster.View, opts Options) (*
 		if !st.IsDir() {
 			return nil, fmt.Errorf("scan root %s is not a directory", root)
 		}
-		abs, err := filepath.Abs(root)
+		abss[i], err = filepath.Abs(root)
 		if err == nil {
-			reals[i], err = filepath.EvalSymlinks(abs)
+			reals[i], err = filepath.EvalSymlinks(abss[i])
 		}
 		if err != nil {
 			return nil, fmt.Errorf("scan root %s: %w", root, err)
 		}
 		w.roots = append(w.roots, reals[i])
 	}
-	for i, root := range roots {
+	for i, root := range abss {
 		if err := w.walk(ctx, root, reals[i], 0); err != nil {
 			return nil, err
 		}

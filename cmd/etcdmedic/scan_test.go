@@ -97,3 +97,28 @@ func TestScanFindsLiveStaleForeignAndEmpty(t *testing.T) {
 	}
 	t.Logf("scanned %d directories in %s", res.Dirs, took)
 }
+
+// scan given a relative PATH still names the member that runs on a data dir, and reads it with
+// that member's --wal-dir: IN USE, not INCOMPLETE. The relative paths never matched the running
+// process's absolute --data-dir (review item 13, third bullet).
+func TestScanWithARelativePathNamesTheRunningMember(t *testing.T) {
+	t.Parallel()
+	s := walDirFlagShape(t, etcdtest.EtcdmedicBinary(t))
+	pid, _ := startShape(t, s)
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(cwd, filepath.Dir(s.dataDir))
+	if err != nil || filepath.IsAbs(rel) {
+		t.Fatalf("no relative path from %s to %s: %q %v", cwd, s.dataDir, rel, err)
+	}
+	code, res, errOut := scanJSON(t, rel)
+	if code != exitOK || len(res.Found) != 1 {
+		t.Fatalf("scan %s: exit %d, found %v: %s", rel, code, foundPaths(res), errOut)
+	}
+	f := res.Found[0]
+	if f.Path != s.dataDir || f.UsedBy == nil || f.UsedBy.PID != pid || f.WALDir != s.walDir || !f.InUse {
+		t.Errorf("scan %s: want %s used by pid %d, WAL dir %s, in use; got %+v", rel, s.dataDir, pid, s.walDir, f)
+	}
+}
