@@ -124,6 +124,16 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Passed,
 	}, {
+		name: "a compaction excuses only the revisions it removed: an earlier skipped write is a gap",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v2", 0, 5, 2), put(0, "a", "v3", 10, 15, 3), put(0, "a", "v4", 20, 25, 4),
+				put(0, "a", "v5", 30, 35, 5), put(0, "a", "v10", 40, 45, 10)},
+			Watches: events(2, putEvent("a", "v2", 2), putEvent("a", "v4", 4), putEvent("a", "v5", 5),
+				workload.WatchEvent{Err: "mvcc: required revision has been compacted", CompactRevision: 10}, putEvent("a", "v10", 10)),
+			Final: final(10, "a", "v10", 10),
+		},
+		want: Violated, rule: WatchGap,
+	}, {
 		name: "a watcher that stopped receiving events after revision 2 stalled",
 		h: workload.History{
 			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},

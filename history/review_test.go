@@ -45,6 +45,18 @@ func TestReviewHistoriesAreViolations(t *testing.T) {
 			h.Final = final(100, "k", "v100", 100)
 			return h
 		}(),
+	}, {
+		// The watcher saw 2, skipped 3 (an acknowledged write), saw 4 and 5; much later a
+		// compaction at 10 cut the stream and it resumed at 10.
+		name: "F3 a later compaction excuses an earlier, unrelated watch gap",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v2", 0, 5, 2), put(0, "a", "v3", 10, 15, 3), put(0, "a", "v4", 20, 25, 4),
+				put(0, "a", "v5", 30, 35, 5), put(0, "a", "v10", 40, 45, 10), put(0, "a", "v11", 50, 55, 11)},
+			Watches: events(2, putEvent("a", "v2", 2), putEvent("a", "v4", 4), putEvent("a", "v5", 5),
+				workload.WatchEvent{Err: "mvcc: required revision has been compacted", CompactRevision: 10},
+				putEvent("a", "v10", 10), putEvent("a", "v11", 11)),
+			Final: final(11, "a", "v11", 11),
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.h.Start = t0

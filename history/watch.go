@@ -8,7 +8,8 @@ import (
 
 // watchEvents checks each watcher: events in revision order with no repeat, and, between its
 // start revision and the last revision it saw, the event of every acknowledged write (unless
-// a compaction error said those revisions were gone, and the watch resumed after it).
+// a compaction error said those revisions were gone: from where the watch stood to the
+// compaction revision, where it resumed).
 func watchEvents(h *workload.History) []Violation {
 	var found []Violation
 	for i, w := range h.Watches {
@@ -52,17 +53,34 @@ func watchOrder(i int, w workload.Watch) (Violation, bool) {
 
 func watchGap(i int, w workload.Watch, ops []workload.Op) (Violation, bool) {
 	seen := map[keyRevision]bool{}
-	var last, compacted int64
+	var last int64
+	// A compaction error removed only the revisions from where the watch stood to the
+	// compaction revision, where it resumed: [next, CompactRevision). Gaps elsewhere are gaps.
+	type span struct{ from, to int64 }
+	var compacted []span
+	next := w.StartRevision
 	for _, e := range w.Events {
 		if e.Err != "" {
-			compacted = max(compacted, e.CompactRevision)
+			if e.CompactRevision > next {
+				compacted = append(compacted, span{next, e.CompactRevision})
+				next = e.CompactRevision
+			}
 			continue
 		}
 		seen[keyRevision{e.Key, e.Revision}] = true
 		last = max(last, e.Revision)
+		next = max(next, e.Revision+1)
+	}
+	excused := func(rev int64) bool {
+		for _, s := range compacted {
+			if rev >= s.from && rev < s.to {
+				return true
+			}
+		}
+		return false
 	}
 	for _, op := range ops {
-		if !op.Wrote() || op.Revision < w.StartRevision || op.Revision < compacted || op.Revision > last {
+		if !op.Wrote() || op.Revision < w.StartRevision || op.Revision > last || excused(op.Revision) {
 			continue
 		}
 		if !seen[keyRevision{op.Key, op.Revision}] {
