@@ -6,23 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"github.com/etcdmedic/etcdmedic/deployment"
 )
 
 // DefaultKubeadmManifest is where kubeadm writes the etcd static pod.
 const DefaultKubeadmManifest = "/etc/kubernetes/manifests/etcd.yaml"
-
-// staticPod is the part of a pod manifest that says how etcd is started.
-type staticPod struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Containers []struct {
-			Name    string   `json:"name"`
-			Command []string `json:"command"`
-			Args    []string `json:"args"`
-		} `json:"containers"`
-	} `json:"spec"`
-}
 
 // EtcdFlags returns the --flag=value pairs of the etcd container in a static pod manifest.
 func EtcdFlags(manifestPath string) (map[string]string, error) {
@@ -37,32 +25,9 @@ func EtcdFlags(manifestPath string) (map[string]string, error) {
 	return flags, nil
 }
 
-// EtcdFlagsFromManifest parses a manifest's etcd container flags (a bare --flag counts as "true").
-func EtcdFlagsFromManifest(b []byte) (map[string]string, error) {
-	var pod staticPod
-	if err := yaml.Unmarshal(b, &pod); err != nil {
-		return nil, fmt.Errorf("not YAML: %w", err)
-	}
-	for _, c := range pod.Spec.Containers {
-		argv := append(append([]string{}, c.Command...), c.Args...)
-		if c.Name != "etcd" && (len(argv) == 0 || filepath.Base(argv[0]) != "etcd") {
-			continue
-		}
-		flags := map[string]string{}
-		for _, a := range argv {
-			if !strings.HasPrefix(a, "--") {
-				continue
-			}
-			name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-			if !ok {
-				value = "true"
-			}
-			flags[name] = value
-		}
-		return flags, nil
-	}
-	return nil, fmt.Errorf("no etcd container")
-}
+// EtcdFlagsFromManifest returns a manifest's etcd settings by etcd's rules (a bare --flag
+// counts as "true"; see deployment.ManifestFlags).
+func EtcdFlagsFromManifest(b []byte) (map[string]string, error) { return deployment.ManifestFlags(b) }
 
 // ConnFromKubeadm finds endpoints and certificates in the etcd static pod manifest the way an
 // operator would: the local client URL, kubeadm's CA, and the healthcheck client certificate

@@ -374,3 +374,56 @@ spec:
     image: registry.k8s.io/etcd:3.5.16-0
     name: etcd
 `
+
+// Static pods written by hand, not by kubeadm: each row is a manifest's etcd container; the
+// settings are what etcd runs with, and the spec is the member it is.
+func TestManifestFlagsFollowEtcdsRules(t *testing.T) {
+	pod := func(items string) string {
+		return "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: etcd\n    image: registry.k8s.io/etcd:3.5.16-0\n" + items
+	}
+	for _, tc := range []struct {
+		situation string
+		manifest  string
+		want      map[string]string // a subset of the settings
+		name      string            // the spec's
+		dataDir   string
+		err       string // in the error, when etcd would refuse it
+	}{
+		{"kubeadm's own: --flag=value", kubeadmManifest, map[string]string{"data-dir": "/var/lib/etcd", "name": "master2"}, "master2", "/var/lib/etcd", ""},
+		{"a flag and its value as two items", pod("    command:\n    - etcd\n    - --name\n    - m1\n    - --data-dir\n    - /data/etcd\n"),
+			map[string]string{"name": "m1", "data-dir": "/data/etcd"}, "m1", "/data/etcd", ""},
+		{"single-dash flags", pod("    command:\n    - etcd\n    - -name=m2\n    - -data-dir\n    - /data/m2\n    - -client-cert-auth\n"),
+			map[string]string{"name": "m2", "data-dir": "/data/m2", "client-cert-auth": "true"}, "m2", "/data/m2", ""},
+		{"settings in env:", pod("    command: [etcd]\n    env:\n    - name: ETCD_NAME\n      value: m3\n    - name: ETCD_DATA_DIR\n      value: /data/m3\n    - name: ETCD_WAL_DIR\n      value: \"\"\n"),
+			map[string]string{"name": "m3", "data-dir": "/data/m3"}, "m3", "/data/m3", ""},
+		{"args only: the image runs etcd", pod("    args:\n    - --name=m4\n    - --data-dir=/data/m4\n"), map[string]string{"name": "m4"}, "m4", "/data/m4", ""},
+		{"a flag and its env: both set", pod("    command: [etcd, --data-dir=/a]\n    env:\n    - name: ETCD_DATA_DIR\n      value: /b\n"), nil, "", "", "--data-dir is set both as a flag and as ETCD_DATA_DIR"},
+		{"a value after a boolean flag is a stray argument", pod("    command: [etcd, --client-cert-auth, \"true\", --data-dir=/a]\n"), nil, "", "", "unexpected argument \"true\""},
+		{"an ETCD_* from a Secret", pod("    command: [etcd]\n    env:\n    - name: ETCD_DATA_DIR\n      valueFrom:\n        secretKeyRef: {name: s, key: k}\n"), nil, "", "", "valueFrom"},
+		{"no etcd container", "kind: Pod\nspec:\n  containers:\n  - name: app\n    command: [sleep]\n", nil, "", "", "no etcd container"},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			flags, err := ManifestFlags([]byte(tc.manifest))
+			path := filepath.Join(t.TempDir(), "etcd.yaml")
+			writeFile(t, path, tc.manifest)
+			s, serr := FromStaticPod(path)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || serr == nil || !strings.Contains(serr.Error(), tc.err) {
+					t.Errorf("want %q from both, got %v and %v", tc.err, err, serr)
+				}
+				return
+			}
+			if err != nil || serr != nil {
+				t.Fatalf("%v / %v", err, serr)
+			}
+			for key, want := range tc.want {
+				if flags[key] != want {
+					t.Errorf("%s: %q, want %q (all: %v)", key, flags[key], want, flags)
+				}
+			}
+			if s.Name != tc.name || s.DataDir != tc.dataDir || s.Runs.Kind != StaticPod {
+				t.Errorf("spec: name %q data dir %q runs %+v", s.Name, s.DataDir, s.Runs)
+			}
+		})
+	}
+}

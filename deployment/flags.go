@@ -54,7 +54,11 @@ func FromCommand(argv []string, env Environment) (Spec, error) {
 	case !strings.HasPrefix(program, "etcd") && program != "pd-server":
 		return Spec{}, fmt.Errorf("%s is not etcd (or pd-server): give the etcd process, or its configuration", strings.Join(argv, " "))
 	}
-	flags, err := parseFlags(args)
+	bools := etcdBoolFlags
+	if program == "pd-server" {
+		bools = nil // PD's own flags (its --config takes a path)
+	}
+	flags, err := parseFlags(args, bools)
 	if err != nil {
 		return Spec{}, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
 	}
@@ -177,10 +181,26 @@ func isTrue(v string) bool {
 	return v == "true" || v == "1" || v == "t" || v == "T" || v == "TRUE" || v == "True"
 }
 
+// etcdBoolFlags are etcd's boolean flags (v3.5 to v3.7, etcdmain/config.go and
+// embed/config.go, and the ignored ones): Go's flag package never takes the word after one as
+// its value, so `--client-cert-auth true` leaves "true" as an argument etcd refuses.
+var etcdBoolFlags = map[string]bool{"auto-tls": true, "client-cert-auth": true, "discovery-insecure-skip-tls-verify": true,
+	"discovery-insecure-transport": true, "enable-distributed-tracing": true, "enable-grpc-gateway": true, "enable-log-rotation": true,
+	"enable-pprof": true, "enable-v2": true, "experimental-compact-hash-check-enabled": true, "experimental-enable-distributed-tracing": true,
+	"experimental-enable-lease-checkpoint": true, "experimental-enable-lease-checkpoint-persist": true, "experimental-initial-corrupt-check": true,
+	"experimental-memory-mlock": true, "experimental-peer-skip-client-san-verification": true, "experimental-stop-grpc-service-on-defrag": true,
+	"experimental-txn-mode-write-with-shared-buffer": true, "force-new-cluster": true, "initial-election-tick-advance": true, "memory-mlock": true,
+	"peer-auto-tls": true, "peer-client-cert-auth": true, "peer-skip-client-san-verification": true, "pre-vote": true,
+	"socket-reuse-address": true, "socket-reuse-port": true, "strict-reconfig-check": true, "unsafe-no-fsync": true, "version": true,
+	"cluster-active-size": true, "cluster-remove-delay": true, "cluster-sync-interval": true, "config": true, "force": true,
+	"max-result-buffer": true, "max-retry-attempts": true, "peer-heartbeat-interval": true, "peer-election-timeout": true,
+	"retry-interval": true, "snapshot": true, "v": true, "vv": true}
+
 // parseFlags reads Go-style flags as etcd's flag set does: -f or --f, with =value or the next
-// word as the value. A flag followed by another flag (or nothing) is a boolean set to true.
-// etcd takes no positional arguments, so any other word is an error.
-func parseFlags(args []string) (map[string]string, error) {
+// word as the value; the boolean flags in bools take no next word. Another flag unknown to take no
+// value, followed by a flag (or nothing), is a boolean set to true. etcd takes no positional
+// arguments, so any other word is an error.
+func parseFlags(args []string, bools map[string]bool) (map[string]string, error) {
 	out := map[string]string{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -198,7 +218,7 @@ func parseFlags(args []string) (map[string]string, error) {
 			out[n] = value
 			continue
 		}
-		if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+		if !bools[name] && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
 			out[name] = args[i+1]
 			i++
 			continue

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
@@ -61,33 +59,4 @@ func nulSeparated(b []byte) []string {
 		}
 	}
 	return out
-}
-
-// FromStaticPod resolves the member a kubeadm static pod manifest runs (kubeadm mounts the
-// data dir and certificates at the same paths on the host).
-func FromStaticPod(manifest string) (Spec, error) {
-	flags, err := cluster.EtcdFlags(manifest)
-	if err != nil {
-		return Spec{}, err
-	}
-	argv := []string{"etcd"}
-	var names []string
-	for name := range flags {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		argv = append(argv, "--"+name+"="+flags[name])
-	}
-	s, err := FromCommand(argv, Environment{Vars: map[string]string{}, From: map[string]string{}, Dir: "/"})
-	if err != nil {
-		return Spec{}, fmt.Errorf("kubeadm manifest %s: %w", manifest, err)
-	}
-	for key, origin := range s.Origins {
-		s.Origins[key] = strings.Replace(origin, "flag ", "manifest's flag ", 1)
-	}
-	s.Runs = Runner{Kind: StaticPod, Manifest: manifest, Command: argv,
-		Stop:  "mv " + manifest + " <a folder outside kubelet's manifests>",
-		Start: "mv it back to " + manifest}
-	return s, nil
 }

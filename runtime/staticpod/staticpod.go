@@ -171,10 +171,12 @@ func (r Runtime) waitFor(ctx context.Context, dataDir string, running bool) erro
 	}
 }
 
-var flagLine = regexp.MustCompile(`^(\s*-\s+)--([a-z0-9-]+)(=(.*))?\s*$`)
+var flagLine = regexp.MustCompile(`^(\s*-\s+)--?([a-z0-9-]+)(=(.*))?\s*$`)
 
 // EditFlags sets flags in an etcd static pod manifest's command list, adds --force-new-cluster
-// or removes it, and leaves every other line as it was. The result must still parse.
+// or removes it, and leaves every other line as it was. A flag it sets written as two items
+// (- --initial-cluster, then - VALUE) is refused: rewriting one item would leave the other as
+// an argument etcd refuses. The result must parse by etcd's rules and say what was set.
 func EditFlags(manifest []byte, set map[string]string, force bool) ([]byte, error) {
 	lines := strings.SplitAfter(string(manifest), "\n")
 	done := map[string]bool{}
@@ -187,6 +189,9 @@ func EditFlags(manifest []byte, set map[string]string, force bool) ([]byte, erro
 			indent = m[1]
 			if name == "force-new-cluster" {
 				continue // re-added below when wanted
+			}
+			if _, ok := set[name]; ok && m[3] == "" {
+				return nil, fmt.Errorf("--%s and its value are two items of the etcd command; write them as one item (- --%s=VALUE) so that etcdmedic can edit it", name, name)
 			}
 			if v, ok := set[name]; ok {
 				out = append(out, m[1]+"--"+name+"="+v+"\n")
@@ -221,6 +226,9 @@ func EditFlags(manifest []byte, set map[string]string, force bool) ([]byte, erro
 		if flags[name] != v {
 			return nil, fmt.Errorf("the edited manifest has --%s=%q, want %q", name, flags[name], v)
 		}
+	}
+	if forced := flags["force-new-cluster"] == "true"; forced != force {
+		return nil, fmt.Errorf("the edited manifest has --force-new-cluster=%q, want %v", flags["force-new-cluster"], force)
 	}
 	return edited, nil
 }
