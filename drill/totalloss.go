@@ -2,6 +2,7 @@ package drill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +23,10 @@ type TotalLoss struct {
 	// RecoveryPointSec how long before the loss its change was captured.
 	CapturedRevision int64   `json:"capturedRevision"`
 	RecoveryPointSec float64 `json:"recoveryPointSeconds"`
-	// AckedAfterPoint are acknowledged writes newer than the captured revision: lost with
+	// RestoredRevision is the revision the restore reached: at least CapturedRevision, and the
+	// point the restored cluster is judged at.
+	RestoredRevision int64 `json:"restoredRevision"`
+	// AckedAfterPoint are acknowledged writes newer than the restored revision: lost with
 	// the disks, as the recovery point says. LostBeforePoint must be 0.
 	AckedAfterPoint int `json:"ackedAfterPoint"`
 	LostBeforePoint int `json:"lostBeforePoint"`
@@ -78,6 +82,16 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	}()
 	r.say("etcdmedic backup run started: full backup, then every change stored each second into %s", storeURL)
 	w.RunUntil(ctx, MinOperations, 6*time.Second, minOperationsWithin) // the history judged is the one before the loss
+	// The loss comes once the store holds history: a full backup alone would leave nothing
+	// captured to judge the restore by.
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		some := captured > 0
+		mu.Unlock()
+		if some {
+			break
+		}
+	}
 
 	for _, m := range sb.Members {
 		sb.KillMember(m.Name)
@@ -89,13 +103,19 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	r.say("every member killed and its disk wiped: the whole cluster's data is gone")
 	time.Sleep(time.Second) // the writes go on failing
 	stopRun()
-	<-done
+	runErr := <-done
 	r.ledger.Stop()
 	h := w.Abandon() // before the restore (a client would see the cluster go back to the point); the watchers cannot catch up with a cluster that is gone
 	mu.Lock()
 	tl := &TotalLoss{CapturedRevision: captured, RecoveryPointSec: lossAt.Sub(capturedAt).Seconds()}
 	mu.Unlock()
 	r.result.TotalLoss = tl
+	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, context.DeadlineExceeded) {
+		return fmt.Errorf("backup run: %w", runErr)
+	}
+	if tl.CapturedRevision == 0 {
+		return errors.New("the store captured no history before the loss (no segment stored): nothing to judge a restore by")
+	}
 	r.say("the store holds the history up to revision %d, captured %.1fs before the loss", tl.CapturedRevision, tl.RecoveryPointSec)
 
 	r.repair = time.Now()
@@ -119,6 +139,10 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	r.say("etcdmedic restore: backup %s and %d revisions of history replayed, to revision %d, into every member's data dir", res.Backup, res.Replayed, res.Revision)
+	tl.RestoredRevision = res.Revision
+	if res.Revision < tl.CapturedRevision {
+		return fmt.Errorf("restore reached revision %d, short of the %d the store captured before the loss", res.Revision, tl.CapturedRevision)
+	}
 	for _, m := range sb.Members {
 		if err := sb.StartMember(m.Name); err != nil {
 			return err
@@ -134,22 +158,22 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	if err := r.checkKubernetes(ctx, sb.Endpoints()); err != nil {
 		return err
 	}
-	// Judged at the store's recovery point, not at the revision restore reached: a restore that
-	// fell short of what the store held loses writes the checker then names.
-	if tl.WorkloadWritesAfterPoint, err = r.judgeRestored(ctx, h, sb.Endpoints(), tl.CapturedRevision, lossAt, serving); err != nil {
+	// Judged at the revision the restore reached (at least what the store captured, checked
+	// above): every write acknowledged up to it must be there, as the history has it.
+	if tl.WorkloadWritesAfterPoint, err = r.judgeRestored(ctx, h, sb.Endpoints(), tl.RestoredRevision, lossAt, serving); err != nil {
 		return err
 	}
-	r.say("workload: %d acknowledged writes after the recovery point, revision %d (gone with the disks)", tl.WorkloadWritesAfterPoint, tl.CapturedRevision)
+	r.say("workload: %d acknowledged writes after the recovery point, revision %d (gone with the disks)", tl.WorkloadWritesAfterPoint, tl.RestoredRevision)
 	return r.countTotalLoss(ctx, sb.Endpoints(), tl)
 }
 
-// countTotalLoss checks every acknowledged write up to the captured revision against the
+// countTotalLoss checks every acknowledged write up to the restored revision against the
 // restored cluster (each missing one is lost by the restore), and counts the ones after it.
 func (r *recorder) countTotalLoss(ctx context.Context, endpoints []string, tl *TotalLoss) error {
 	acked := r.ledger.Acked()
 	var before []ledger.Write
 	for _, w := range acked {
-		if w.Revision <= tl.CapturedRevision {
+		if w.Revision <= tl.RestoredRevision {
 			before = append(before, w)
 		} else {
 			tl.AckedAfterPoint++

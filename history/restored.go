@@ -18,6 +18,9 @@ func CheckRestoredTo(h *workload.History, point int64, timeout time.Duration) (V
 	if h.Final == nil {
 		return Verdict{Result: Unknown, Why: "no read of the restored cluster: nothing restored can be checked"}, 0
 	}
+	if point <= 0 { // every write would be "after the point": an empty cluster would pass
+		return Verdict{Result: Unknown, Why: "no recovery point: the restore is not known to hold anything"}, 0
+	}
 	upToPoint := *h
 	upToPoint.Ops = nil
 	after := 0

@@ -16,23 +16,27 @@ func TestCheckRestoredToARecoveryPoint(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		final *workload.Final
+		point int64
 		want  Result
 		rule  Rule
+		after int
 	}{
-		{"the state at the point: passes, with the two writes after it gone", final(3, "a", "v1", 2, "b", "w1", 3), Passed, ""},
-		{"a write before the point missing is lost", final(3, "b", "w1", 3), Violated, LostWrite},
-		{"a restore to an older point than the store held loses a write", final(2, "a", "v1", 2), Violated, LostWrite},
+		{"the state at the point: passes, with the two writes after it gone", final(3, "a", "v1", 2, "b", "w1", 3), 3, Passed, "", 2},
+		{"a write before the point missing is lost", final(3, "b", "w1", 3), 3, Violated, LostWrite, 2},
+		{"a restore to an older point than the store held loses a write", final(2, "a", "v1", 2), 3, Violated, LostWrite, 2},
+		// Nothing captured: every write would be after the point, and an empty cluster pass.
+		{"an empty restore with no recovery point is not a pass", final(1), 0, Unknown, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := workload.History{Start: at(0), End: at(40), Ops: ops, Final: tc.final,
 				Watches: events(2, putEvent("a", "v1", 2), putEvent("b", "w1", 3), putEvent("a", "v2", 4),
 					workload.WatchEvent{Type: workload.DeleteEvent, Key: "b", Revision: 5})}
-			v, after := CheckRestoredTo(&h, 3, 10*time.Second)
+			v, after := CheckRestoredTo(&h, tc.point, 10*time.Second)
 			if v.Result != tc.want || (tc.rule != "" && (v.Violation == nil || v.Violation.Rule != tc.rule)) {
 				t.Fatalf("verdict %s, want %s %s", v, tc.want, tc.rule)
 			}
-			if after != 2 {
-				t.Errorf("%d writes after the point, want 2", after)
+			if after != tc.after {
+				t.Errorf("%d writes after the point, want %d", after, tc.after)
 			}
 		})
 	}

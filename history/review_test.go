@@ -83,3 +83,14 @@ func TestReviewStaleSwapIsCaughtDespiteAnIndeterminatePut(t *testing.T) {
 		}
 	}
 }
+
+// F6 (checker side): the total-loss drill judged at the captured revision, which stayed 0 when no
+// segment was stored: every write was then "after the point" and an empty restore passed.
+func TestReviewRestoredAtPointZeroIsNoPass(t *testing.T) {
+	t.Parallel()
+	ops := []workload.Op{put(0, "a", "v1", 0, 10, 50), put(1, "b", "w1", 5, 15, 60)}
+	h := workload.History{Start: t0, End: at(40), Ops: ops, Final: final(1)}
+	if v, after := CheckRestoredTo(&h, 0, 5*time.Second); v.Result == Passed {
+		t.Errorf("point 0, restored cluster empty: verdict %s (%d writes after the point), want no pass", v, after)
+	}
+}
