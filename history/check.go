@@ -30,6 +30,9 @@ const (
 	// WatchStalled: a watcher had not received the last acknowledged write's revision when
 	// it was stopped, after the workload let it catch up.
 	WatchStalled Rule = "watch stalled"
+	// RestoredUnwritten: a restored key's value and mod revision are no write of the history
+	// for that key at that revision, up to the recovery point.
+	RestoredUnwritten Rule = "restored state not written"
 	// NotLinearizable: no order of the key's operations explains what the clients saw.
 	NotLinearizable Rule = "not linearizable"
 )

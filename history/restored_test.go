@@ -26,6 +26,11 @@ func TestCheckRestoredToARecoveryPoint(t *testing.T) {
 		{"a restore to an older point than the store held loses a write", final(2, "a", "v1", 2), 3, Violated, LostWrite, 2},
 		// Nothing captured: every write would be after the point, and an empty cluster pass.
 		{"an empty restore with no recovery point is not a pass", final(1), 0, Unknown, "", 0},
+		{"a restored value nobody wrote is not the history's", final(3, "a", "GARBAGE", 3, "b", "w1", 3), 3, Violated, RestoredUnwritten, 2},
+		{"another key's value restored into a key is not the history's", final(3, "a", "w1", 3, "b", "w1", 3), 3, Violated, RestoredUnwritten, 2},
+		{"a value at a revision that did not write it is not the history's", final(3, "a", "v1", 3, "b", "w1", 3), 3, Violated, RestoredUnwritten, 2},
+		{"a restore replayed past the point is not the history's", final(4, "a", "v2", 4, "b", "w1", 3), 3, Violated, RestoredUnwritten, 2},
+		{"a restored key nobody wrote is not the history's", final(3, "a", "v1", 2, "b", "w1", 3, "z", "?", 3), 3, Violated, RestoredUnwritten, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := workload.History{Start: at(0), End: at(40), Ops: ops, Final: tc.final,

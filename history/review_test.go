@@ -94,3 +94,21 @@ func TestReviewRestoredAtPointZeroIsNoPass(t *testing.T) {
 		t.Errorf("point 0, restored cluster empty: verdict %s (%d writes after the point), want no pass", v, after)
 	}
 }
+
+// F5: CheckRestoredTo compared only mod revisions with the last acknowledged writes, never the
+// restored values: acks a=v1@50, b=w1@60, point 100.
+func TestReviewRestoredGarbageIsAViolation(t *testing.T) {
+	t.Parallel()
+	ops := []workload.Op{put(0, "a", "v1", 0, 10, 50), put(1, "b", "w1", 5, 15, 60)}
+	for _, f := range []*workload.Final{
+		final(100, "a", "GARBAGE", 70, "b", "w1", 60),          // a value nobody wrote
+		final(100, "a", "w1", 60, "b", "w1", 60),               // b's value restored into a
+		final(100, "a", "v1", 99, "b", "w1", 60),               // a's value at a revision nothing wrote it at
+		final(100, "a", "v1", 50, "b", "w1", 60, "z", "?", 80), // a key nobody wrote
+	} {
+		h := workload.History{Start: t0, End: at(40), Ops: ops, Final: f}
+		if v, _ := CheckRestoredTo(&h, 100, 5*time.Second); v.Result != Violated {
+			t.Errorf("restored %v: verdict %s, want violated", f.Keys, v)
+		}
+	}
+}
