@@ -33,6 +33,9 @@ const (
 	// RestoredUnwritten: a restored key's value and mod revision are no write of the history
 	// for that key at that revision, up to the recovery point.
 	RestoredUnwritten Rule = "restored state not written"
+	// RefusedWriteApplied: the value of a write etcd refused before proposing it (Failed) was
+	// read, watched or in the final state.
+	RefusedWriteApplied Rule = "refused write applied"
 	// NotLinearizable: no order of the key's operations explains what the clients saw.
 	NotLinearizable Rule = "not linearizable"
 )
@@ -108,12 +111,12 @@ func Check(h *workload.History) Verdict {
 // The cheap, precise checks run first, so a lost write is named as such.
 func CheckWithin(h *workload.History, timeout time.Duration) Verdict {
 	if h.Final == nil {
-		if v := first(clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
+		if v := first(refusedWritesSeen(h), clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
 			return Verdict{Result: Violated, Violation: v}
 		}
 		return Verdict{Result: Unknown, Why: "no final read: acknowledged writes cannot be checked"}
 	}
-	if v := first(finalState(h), clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
+	if v := first(finalState(h), refusedWritesSeen(h), clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
 		return Verdict{Result: Violated, Violation: v}
 	}
 	return linearizable(h, timeout)

@@ -216,6 +216,24 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Passed,
 	}, {
+		name: "a put refused before proposal whose value is in the final state was applied",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2), func() workload.Op {
+				op := put(1, "a", "v2", 20, 30, 0)
+				op.Outcome, op.Err = workload.Failed, "etcdserver: requested lease not found"
+				return op
+			}()},
+			Final: final(3, "a", "v2", 3),
+		},
+		want: Violated, rule: RefusedWriteApplied,
+	}, {
+		name: "a key in the final read that no operation wrote is not linearizable",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2)},
+			Final: final(3, "a", "v1", 2, "shared/09", "from-nowhere", 3),
+		},
+		want: Violated, rule: NotLinearizable,
+	}, {
 		name: "without a final read the verdict is unknown, not passed",
 		h:    workload.History{Ops: []workload.Op{put(0, "a", "v1", 0, 10, 2)}},
 		want: Unknown,

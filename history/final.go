@@ -67,3 +67,51 @@ func judgeKey(w workload.Op, final *workload.Final, mayBeDeleted bool) (Violatio
 	v.Rule, v.Expected = LostWrite, fmt.Sprintf("%q at mod_revision %d, or a later write", w.Value, w.Revision)
 	return v, kv.ModRevision < w.Revision || (kv.ModRevision == w.Revision && kv.Value != w.Value)
 }
+
+// refusedWritesSeen finds the value of a write classified Failed (etcd refused it before
+// proposing it: lease not found, no space, auth) in a read, a watch event or the final read:
+// the write was applied after all, and the classification that leaves it out of every other
+// check was wrong. Values are unique per write, so a value names its write.
+func refusedWritesSeen(h *workload.History) []Violation {
+	refused := map[string]workload.Op{}
+	for _, op := range h.Ops {
+		if op.Outcome == workload.Failed && (op.Kind == workload.Put || op.Kind == workload.CompareAndSwap) {
+			refused[op.Value] = op
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	var found []Violation
+	seen := func(value, where string) {
+		if op, ok := refused[value]; ok {
+			found = append(found, Violation{Rule: RefusedWriteApplied, Operation: op.String(),
+				Expected: "never applied: refused before it was proposed", Seen: fmt.Sprintf("its value %q %s", value, where)})
+			delete(refused, value)
+		}
+	}
+	for _, op := range h.Ops {
+		if op.Kind == workload.Get && op.Outcome == workload.OK && op.Found {
+			seen(op.ReadValue, "read by "+op.String())
+		}
+	}
+	for i, w := range h.Watches {
+		for _, e := range w.Events {
+			if e.Err == "" && e.Type == workload.PutEvent {
+				seen(e.Value, fmt.Sprintf("in watcher %d's event at revision %d", i, e.Revision))
+			}
+		}
+	}
+	if h.Final != nil {
+		keys := make([]string, 0, len(h.Final.Keys))
+		for k := range h.Final.Keys {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			kv := h.Final.Keys[k]
+			seen(kv.Value, fmt.Sprintf("in the final read of %s at mod_revision %d", k, kv.ModRevision))
+		}
+	}
+	return found
+}

@@ -74,7 +74,8 @@ func stuckAt(part []porcupine.Operation, info porcupine.LinearizationInfo) *Viol
 // porcupineOps turns the history into porcupine operations: failed ones dropped (they did
 // nothing), indeterminate writes with an unknown response and a return time of infinity (they
 // may have taken effect at any point after their call, or never), and the final read as a get
-// of every key the workload touched.
+// of every key the workload touched or the read found (a key no operation wrote cannot be
+// there: from other data, or resurrected).
 func porcupineOps(h *workload.History) []porcupine.Operation {
 	observed := observedRevisions(h)
 	var ops []porcupine.Operation
@@ -104,6 +105,9 @@ func porcupineOps(h *workload.History) []porcupine.Operation {
 	finalClient := 0
 	for _, op := range h.Ops {
 		finalClient = max(finalClient, op.Client+1)
+	}
+	for k := range h.Final.Keys {
+		keys[k] = true
 	}
 	for k := range keys {
 		kv, found := h.Final.Keys[k]

@@ -57,6 +57,26 @@ func TestReviewHistoriesAreViolations(t *testing.T) {
 				putEvent("a", "v10", 10), putEvent("a", "v11", 11)),
 			Final: final(11, "a", "v11", 11),
 		},
+	}, {
+		// A put refused (ErrLeaseNotFound: Failed) whose value is in the final state anyway; no
+		// other operation touched the key.
+		name: "F8 a failed write's value in the final state (key touched only by it)",
+		h: workload.History{
+			Ops: []workload.Op{func() workload.Op {
+				op := put(0, "lease/kept/c0/000001", "x", 0, 10, 0)
+				op.Lease, op.Outcome, op.Err = 7, workload.Failed, "etcdserver: requested lease not found"
+				return op
+			}()},
+			Leases: []workload.Lease{{ID: 7, TTL: 10, KeptAlive: true}},
+			Final:  final(5, "lease/kept/c0/000001", "x", 5),
+		},
+	}, {
+		// A key nobody wrote in the final read: from other data, e.g. a stale volume's keys.
+		name: "F8b a key in the final read that no operation wrote",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2)},
+			Final: final(3, "a", "v1", 2, "shared/09", "from-nowhere", 3),
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.h.Start = t0
