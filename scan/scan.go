@@ -369,6 +369,39 @@ func (r *Result) Stale() bool {
 	return false
 }
 
+// Unjudged lists the data dirs a live cluster was given to judge but that could not be judged,
+// as "PATH: CLASS: reason": UNKNOWN (the cluster not reached, or without quorum), UNREADABLE
+// and INCOMPLETE are neither stale nor fine, so they must not pass for "no stale data dir".
+func (r *Result) Unjudged() []string {
+	var out []string
+	for _, f := range r.Found {
+		if v := f.Verdict; v != nil && (v.Class == guard.Unknown || v.Class == guard.Unreadable || v.Class == guard.Incomplete) {
+			out = append(out, fmt.Sprintf("%s: %s: %s", f.Path, v.Class, v.Reason))
+		}
+	}
+	return out
+}
+
+// UnjudgedWhy counts the data dirs that could not be judged by class, with the first one's
+// reason cut to its first clause: "2 UNKNOWN (no member of the live cluster answered)".
+func (r *Result) UnjudgedWhy() string {
+	var parts []string
+	for _, c := range []guard.Class{guard.Unknown, guard.Unreadable, guard.Incomplete} {
+		n, why := 0, ""
+		for _, f := range r.Found {
+			if f.Verdict != nil && f.Verdict.Class == c {
+				if n++; why == "" {
+					why, _, _ = strings.Cut(f.Verdict.Reason, ": ")
+				}
+			}
+		}
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", n, c, why))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // Partial lists what the scan could not look into, so that a data dir may be there unseen:
 // skipped entries, links leading outside the roots, data dirs it could not read.
 func (r *Result) Partial() []string {

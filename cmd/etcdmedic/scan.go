@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/cluster"
+	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/scan"
 )
 
@@ -25,7 +26,9 @@ It stays inside the PATHs: a symlink leading outside them is listed, not followe
 never entered. Unreadable entries are listed and skipped.
 
 Exit codes: 0 no stale data dir, 2 stale data dirs found, 3 could not run, or could not run
-fully: something was skipped (unreadable, a dangling link, a link leading outside), listed.`,
+fully: something was skipped (unreadable, a dangling link, a link leading outside), listed; or,
+with --endpoints, a data dir could not be judged (UNKNOWN: the cluster was not reached or has no
+quorum; UNREADABLE; INCOMPLETE), listed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var view *cluster.View
@@ -46,8 +49,14 @@ fully: something was skipped (unreadable, a dangling link, a link leading outsid
 			if res.Stale() { // found for certain: it wins over what may be unseen
 				return verdict{code: exitCritical}
 			}
-			if partial := res.Partial(); len(partial) > 0 {
+			partial, unjudged := res.Partial(), res.Unjudged()
+			switch {
+			case len(partial) > 0 && len(unjudged) > 0:
+				return failf(partialHint(res), "the scan is partial: %d path(s) not looked into (listed above), a data dir may be there; and %d data dir(s) could not be judged: %s", len(partial), len(unjudged), res.UnjudgedWhy())
+			case len(partial) > 0:
 				return failf(partialHint(res), "the scan is partial: %d path(s) not looked into (listed above), a data dir may be there", len(partial))
+			case len(unjudged) > 0:
+				return failf(unjudgedHint(res), "could not judge %d data dir(s) against the live cluster (listed above): %s", len(unjudged), res.UnjudgedWhy())
 			}
 			return nil
 		},
@@ -56,6 +65,16 @@ fully: something was skipped (unreadable, a dangling link, a link leading outsid
 	cmd.Flags().IntVar(&sopts.MaxDepth, "max-depth", 8, "how many directory levels below each PATH to look")
 	cmd.Flags().BoolVar(&sopts.FollowLinksOutside, "follow-links-outside", false, "also follow symlinks that lead outside the PATHs (never into /proc, /sys or /dev)")
 	return cmd
+}
+
+// unjudgedHint says what to do about the data dirs that could not be judged.
+func unjudgedHint(res *scan.Result) string {
+	for _, f := range res.Found {
+		if f.Verdict != nil && f.Verdict.Class == guard.Unknown {
+			return "check --endpoints and the TLS flags (etcdmedic doctor probes them), or recover quorum first; keep these data dirs until they are judged"
+		}
+	}
+	return "etcdmedic inspect each data dir listed; keep them until they are judged"
 }
 
 // partialHint says how to look into what a partial scan left out.

@@ -122,3 +122,46 @@ func TestScanWithARelativePathNamesTheRunningMember(t *testing.T) {
 		t.Errorf("scan %s: want %s used by pid %d, WAL dir %s, in use; got %+v", rel, s.dataDir, pid, s.walDir, f)
 	}
 }
+
+// With --endpoints, a data dir that could not be judged is not "no stale data dir": a scan that
+// cannot reach the cluster (every verdict UNKNOWN), or finds half a member (INCOMPLETE), exits 3
+// naming how many and why, and -w json still prints the whole result. It exited 0 (review
+// item 4).
+func TestScanExitsNonZeroWhenItCouldNotJudge(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	m1 := c.Member("m1")
+	if err := m1.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	copyDir(t, m1.DataDir, filepath.Join(root, "whole", "vol"))
+	copyDir(t, m1.DataDir, filepath.Join(root, "half", "vol"))
+	if err := os.RemoveAll(filepath.Join(root, "half", "vol", "member", "wal")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m1.WaitReady(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dir, endpoints string
+		class                guard.Class
+		why                  string
+	}{
+		{"the cluster not reached", "whole", "http://127.0.0.1:1", guard.Unknown, "could not judge 1 data dir(s) against the live cluster (listed above): 1 UNKNOWN (no member of the live cluster answered)"},
+		{"half a member", "half", strings.Join(c.Endpoints(), ","), guard.Incomplete, "could not judge 1 data dir(s) against the live cluster (listed above): 1 INCOMPLETE ("},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, res, errOut := scanJSON(t, filepath.Join(root, tc.dir), "--endpoints", tc.endpoints, "--command-timeout", "3s")
+			if code != exitFailed || !strings.Contains(errOut, tc.why) || !strings.Contains(errOut, "Hint: ") {
+				t.Errorf("exit %d, want %d and an error containing %q: %s", code, exitFailed, tc.why, errOut)
+			}
+			if len(res.Found) != 1 || res.Found[0].Verdict == nil || res.Found[0].Verdict.Class != tc.class || res.Found[0].ClusterID == "" && tc.class == guard.Unknown {
+				t.Errorf("want the whole result with one %s data dir: %+v", tc.class, res.Found)
+			}
+		})
+	}
+}
