@@ -27,6 +27,9 @@ const (
 	WatchGap Rule = "watch gap"
 	// WatchDuplicate: a watcher received an event again, or out of revision order.
 	WatchDuplicate Rule = "watch duplicate"
+	// WatchEventWrong: a watch event is not the write at its revision (key, type or value), or
+	// a write no operation made.
+	WatchEventWrong Rule = "watch event not the history's write"
 	// WatchStalled: a watcher had not received the last acknowledged write's revision when
 	// it was stopped, after the workload let it catch up.
 	WatchStalled Rule = "watch stalled"

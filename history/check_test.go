@@ -134,6 +134,36 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Violated, rule: WatchGap,
 	}, {
+		name: "a watch event with another value than the acknowledged write at its revision is wrong",
+		h: workload.History{
+			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2)},
+			Watches: events(2, putEvent("a", "NOT-v1", 2)),
+			Final:   final(2, "a", "v1", 2),
+		},
+		want: Violated, rule: WatchEventWrong,
+	}, {
+		name: "a watch event of a write no operation made is wrong",
+		h: workload.History{
+			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 4)},
+			Watches: events(2, putEvent("a", "v1", 2), putEvent("b", "phantom", 3), putEvent("a", "v2", 4)),
+			Final:   final(4, "a", "v2", 4),
+		},
+		want: Violated, rule: WatchEventWrong,
+	}, {
+		name: "the deletes of one lease's keys at one revision, and an indeterminate put's event, pass",
+		h: workload.History{
+			Ops: []workload.Op{
+				func() workload.Op { op := put(0, "l1", "x1", 0, 10, 2); op.Lease = 7; return op }(),
+				func() workload.Op { op := put(0, "l2", "x2", 20, 30, 3); op.Lease = 7; return op }(),
+				indeterminate(put(1, "a", "u", 40, 900, 0)), put(0, "b", "w", 500, 510, 6)},
+			Leases: []workload.Lease{{ID: 7, TTL: 3}},
+			Watches: events(2, putEvent("l1", "x1", 2), putEvent("l2", "x2", 3), putEvent("a", "u", 4),
+				workload.WatchEvent{Type: workload.DeleteEvent, Key: "l1", Revision: 5}, workload.WatchEvent{Type: workload.DeleteEvent, Key: "l2", Revision: 5},
+				putEvent("b", "w", 6)),
+			Final: final(6, "a", "u", 4, "b", "w", 6),
+		},
+		want: Passed,
+	}, {
 		name: "a watcher that stopped receiving events after revision 2 stalled",
 		h: workload.History{
 			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},

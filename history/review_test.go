@@ -77,6 +77,14 @@ func TestReviewHistoriesAreViolations(t *testing.T) {
 			Ops:   []workload.Op{put(0, "a", "v1", 0, 10, 2)},
 			Final: final(3, "a", "v1", 2, "shared/09", "from-nowhere", 3),
 		},
+	}, {
+		// A watch event whose value is not the write at its revision (a diverged member's).
+		name: "F9 a watch event with the wrong value at an acknowledged write's revision",
+		h: workload.History{
+			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2)},
+			Watches: events(2, putEvent("a", "NOT-v1", 2)),
+			Final:   final(2, "a", "v1", 2),
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.h.Start = t0

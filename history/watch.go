@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/etcdmedic/etcdmedic/workload"
 )
@@ -21,7 +22,105 @@ func watchEvents(h *workload.History) []Violation {
 			found = append(found, v)
 		}
 	}
+	writes := indexWrites(h.Ops)
+	for i, w := range h.Watches {
+		if v, bad := watchContents(i, w, writes); bad {
+			found = append(found, v)
+		}
+	}
 	return found
+}
+
+// writeIndex is what the history wrote, for judging watch events: the acknowledged writes by
+// revision (more than one only where a restore handed a revision out again), the values of
+// indeterminate writes and the keys of indeterminate deletes, and each lease's keys.
+type writeIndex struct {
+	acked        map[int64][]workload.Op
+	maybeValue   map[keyValue]bool
+	maybeDeleted map[string]bool
+	leaseOf      map[string]int64
+}
+
+type keyValue struct{ key, value string }
+
+func indexWrites(ops []workload.Op) writeIndex {
+	x := writeIndex{acked: map[int64][]workload.Op{}, maybeValue: map[keyValue]bool{}, maybeDeleted: map[string]bool{}, leaseOf: map[string]int64{}}
+	for _, op := range ops {
+		if op.Lease != 0 && op.Outcome != workload.Failed {
+			x.leaseOf[op.Key] = op.Lease
+		}
+		switch {
+		case op.Wrote():
+			x.acked[op.Revision] = append(x.acked[op.Revision], op)
+		case op.Outcome == workload.Indeterminate && op.Kind == workload.Delete:
+			x.maybeDeleted[op.Key] = true
+		case op.Outcome == workload.Indeterminate:
+			x.maybeValue[keyValue{op.Key, op.Value}] = true
+		}
+	}
+	return x
+}
+
+// watchContents holds each event against the write at its revision: the acknowledged write
+// there (same key, type and value), or else an indeterminate write of that key and value, an
+// indeterminate delete of the key, or the expiry of the key's lease. Only a lease's expiry (or
+// revoke) deletes several keys at one revision: the keys of one lease.
+func watchContents(i int, w workload.Watch, x writeIndex) (Violation, bool) {
+	byRevision := map[int64][]workload.WatchEvent{}
+	for _, e := range w.Events {
+		if e.Err == "" {
+			byRevision[e.Revision] = append(byRevision[e.Revision], e)
+		}
+	}
+	for _, e := range w.Events {
+		if e.Err != "" {
+			continue
+		}
+		v := Violation{
+			Rule:      WatchEventWrong,
+			Operation: fmt.Sprintf("watcher %d: %s %s = %q at revision %d", i, e.Type, e.Key, e.Value, e.Revision),
+		}
+		if acked := x.acked[e.Revision]; len(acked) > 0 {
+			if !slices.ContainsFunc(acked, func(op workload.Op) bool { return eventOf(op, e) }) {
+				v.Expected, v.Seen = "the event of "+acked[0].String(), "another event at its revision"
+				return v, true
+			}
+		} else if !x.mayBe(e) {
+			v.Expected, v.Seen = "an event of a write of the history", "a write no operation made (no acknowledged write at its revision, no indeterminate one of that value, no lease)"
+			return v, true
+		}
+		if same := byRevision[e.Revision]; len(same) > 1 {
+			lease := x.leaseOf[same[0].Key]
+			for _, o := range same {
+				if o.Type != workload.DeleteEvent || lease == 0 || x.leaseOf[o.Key] != lease {
+					v.Expected = "one event per revision, except the deletes of one lease's keys"
+					v.Seen = fmt.Sprintf("%d events at revision %d", len(same), e.Revision)
+					return v, true
+				}
+			}
+		}
+	}
+	return Violation{}, false
+}
+
+// eventOf reports whether e is the event of the acknowledged write op.
+func eventOf(op workload.Op, e workload.WatchEvent) bool {
+	if op.Key != e.Key {
+		return false
+	}
+	if op.Kind == workload.Delete {
+		return e.Type == workload.DeleteEvent
+	}
+	return e.Type == workload.PutEvent && e.Value == op.Value
+}
+
+// mayBe reports whether an event at a revision no acknowledged write had is an indeterminate
+// write's, an indeterminate delete's, or a lease expiry's.
+func (x writeIndex) mayBe(e workload.WatchEvent) bool {
+	if e.Type == workload.PutEvent {
+		return x.maybeValue[keyValue{e.Key, e.Value}]
+	}
+	return x.maybeDeleted[e.Key] || x.leaseOf[e.Key] != 0
 }
 
 type keyRevision struct {
