@@ -41,8 +41,12 @@ type MemberView struct {
 type MemberState string
 
 const (
-	// StateUp: it answered the Status RPC.
+	// StateUp: it is in the quorum: it answered, names a leader, and its linearizable read
+	// succeeded (when the read was not asked, it names the leader most members name).
 	StateUp MemberState = "up"
+	// StateCutOff: it answers clients but is not in the quorum: it names no leader, or its
+	// linearizable read failed (a member partitioned from its peers).
+	StateCutOff MemberState = "cut off"
 	// StateDown: proven not serving: every client URL probed refused the connection, or it
 	// never started (no name or client URLs in the membership).
 	StateDown MemberState = "down"
@@ -52,8 +56,11 @@ const (
 	StateCouldNotProbe MemberState = "could not probe"
 )
 
-// Up is true when the member's endpoint answered the Status RPC.
+// Up is true when the member's endpoint answered the Status RPC (in the quorum or cut off).
 func (m MemberView) Up() bool { return m.Probe != nil && m.Probe.Reached }
+
+// InQuorum is true when the member answered and takes part in the quorum (StateUp).
+func (m MemberView) InQuorum() bool { return m.State == StateUp }
 
 // Unknown is true when the probes prove neither that the member is up nor that it is down.
 func (m MemberView) Unknown() bool {
@@ -66,8 +73,12 @@ func (m MemberView) Started() bool { return m.Name != "" && len(m.ClientURLs) > 
 
 // Quorum counts voters.
 type Quorum struct {
-	Voters   int `json:"voters"`
+	Voters int `json:"voters"`
+	// VotersUp are the voters in the quorum (StateUp): a voter that answers clients but is
+	// cut off from its peers does not count.
 	VotersUp int `json:"votersUp"`
+	// CutOff voters answer clients but are not in the quorum.
+	CutOff int `json:"cutOff"`
 	// Unknown voters were not probed, or their probe failed without proving them down (a
 	// timeout, a TLS error): counted neither up nor down.
 	Unknown   int `json:"unknown"`
@@ -162,23 +173,29 @@ func BuildView(probes []*Probe, at time.Time) *View {
 			v.Unmatched = append(v.Unmatched, p)
 		}
 	}
-	for i := range v.Members {
-		m := &v.Members[i]
-		m.State = memberState(*m, probes)
-		if !m.IsLearner {
-			v.Quorum.Voters++
-			switch {
-			case m.Up():
-				v.Quorum.VotersUp++
-			case m.Unknown():
-				v.Quorum.Unknown++
-			}
-			if m.Up() && (m.Probe.Healthy || m.Probe.Status.Leader != etcdmedic.NoID) {
-				v.Quorum.Proven = true
-			}
-		}
+	for _, m := range v.Members {
 		if m.Up() && m.Probe.Status.Leader != etcdmedic.NoID {
 			v.Leaders[m.Probe.Status.Leader] = append(v.Leaders[m.Probe.Status.Leader], m.ShortLabel())
+		}
+	}
+	leader := v.Leader()
+	for i := range v.Members {
+		m := &v.Members[i]
+		m.State = memberState(*m, probes, leader)
+		if m.IsLearner {
+			continue
+		}
+		v.Quorum.Voters++
+		switch {
+		case m.State == StateUp:
+			v.Quorum.VotersUp++
+		case m.State == StateCutOff:
+			v.Quorum.CutOff++
+		case m.Unknown():
+			v.Quorum.Unknown++
+		}
+		if m.Up() && (m.Probe.Healthy || m.Probe.Status.Leader != etcdmedic.NoID) {
+			v.Quorum.Proven = true
 		}
 	}
 	v.Quorum.Needed = v.Quorum.Voters/2 + 1
@@ -234,11 +251,14 @@ func (v *View) claimed(p *Probe) bool {
 }
 
 // memberState is what the probes prove about m: down only when it never started or every
-// probe of its client URLs was refused; a timeout or a TLS error proves nothing.
-func memberState(m MemberView, probes []*Probe) MemberState {
+// probe of its client URLs was refused; a timeout or a TLS error proves nothing. A member that
+// answers is in the quorum only as inQuorum says.
+func memberState(m MemberView, probes []*Probe, leader etcdmedic.ID) MemberState {
 	switch {
-	case m.Up():
+	case m.Up() && inQuorum(m.Probe, leader):
 		return StateUp
+	case m.Up():
+		return StateCutOff
 	case !m.Started():
 		return StateDown
 	}
@@ -256,6 +276,21 @@ func memberState(m MemberView, probes []*Probe) MemberState {
 		return StateDown
 	}
 	return StateCouldNotProbe
+}
+
+// inQuorum decides whether a member that answered takes part in the quorum: it names a
+// leader and its linearizable read succeeded. A read that succeeded went through a leader that
+// heard from a quorum, so it outweighs naming another leader than most do (right after an
+// election, statuses are a moment apart). When the read was not asked (WithoutQuorum), naming
+// the leader most members name is all there is.
+func inQuorum(p *Probe, leader etcdmedic.ID) bool {
+	switch {
+	case p.Status.Leader == etcdmedic.NoID:
+		return false
+	case p.HealthErr == errNotAsked.Error():
+		return p.Status.Leader == leader
+	}
+	return p.Healthy
 }
 
 // probeForURLs finds the (failed) probe of one of a member's client URLs.

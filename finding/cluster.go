@@ -109,6 +109,12 @@ func stateText(m cluster.MemberView) string {
 		return "never started"
 	case m.State == cluster.StateNotProbed:
 		return "not probed (none of its client URLs was among the endpoints probed)"
+	case m.State == cluster.StateCutOff:
+		state := "cut off: answers clients, names leader " + m.Probe.Status.Leader.String()
+		if m.Probe.HealthErr != "" {
+			state += ", linearizable read: " + m.Probe.HealthErr
+		}
+		return state
 	}
 	state := string(m.State)
 	if m.Probe != nil && m.Probe.Error != "" {
@@ -244,11 +250,11 @@ func leaderFindings(v *cluster.View) []Finding {
 		}}
 	}
 	var out []Finding
-	if !v.Quorum.Lost() {
-		// The others agree on a leader; a member that answers but names none, or cannot do a
-		// linearizable read, is cut off from its peers.
+	if v.Quorum.VotersUp > 0 {
+		// Some voter is in the quorum; a member that answers but is not in it (names no leader,
+		// or cannot do a linearizable read) is cut off from its peers.
 		for _, m := range v.Members {
-			if !m.Up() || (m.Probe.Status.Leader != etcdmedic.NoID && m.Probe.Healthy) {
+			if m.State != cluster.StateCutOff {
 				continue
 			}
 			ev := []Evidence{{m.Label() + " names leader", m.Probe.Status.Leader.String()}}

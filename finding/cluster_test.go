@@ -35,6 +35,8 @@ func withMembers(ps []*cluster.Probe, ids ...string) []*cluster.Probe {
 	return ps
 }
 
+func cutOff(p *cluster.Probe) { p.Healthy, p.HealthErr = false, "no answer within the command timeout" }
+
 func timedOut(p *cluster.Probe) {
 	p.Reached, p.Status, p.Error, p.Healthy = false, nil, "no answer within the command timeout", false
 }
@@ -71,6 +73,13 @@ func TestClusterRules(t *testing.T) {
 			p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 850, 850, 1000
 		}), probe("b", "a", 1), probe("c", "a", 1)}, "a", "b", "c"), "warning:db-near-quota"},
 		{"single voter", withMembers([]*cluster.Probe{probe("a", "a", 1)}, "a"), "info:no-fault-tolerance"},
+		// Review item 2: a voter cut off from its peers answers clients but is not in the quorum.
+		{"a voter partitioned from its peers: quorum at risk", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100)}, "a", "b", "c"),
+			"critical:quorum-at-risk warning:member-cut-off"},
+		{"partitioned long enough to know no leader", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "0", 100, noLeader), probe("c", "a", 100)}, "a", "b", "c"),
+			"critical:quorum-at-risk warning:member-cut-off"},
+		{"one of five cut off: still tolerates one failure", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100), probe("d", "a", 100), probe("e", "a", 100)}, "a", "b", "c", "d", "e"),
+			"warning:member-cut-off"},
 		// Review item 1: a member doctor could not ask is neither up nor down.
 		{"--no-discover on a healthy cluster: the others not probed", withMembers([]*cluster.Probe{probe("a", "a", 100)}, "a", "b", "c"),
 			"warning:member-not-verified warning:member-not-verified warning:quorum-not-verified"},

@@ -35,7 +35,12 @@ func checkChange(v *cluster.View, joining []string, replacing []etcdmedic.ID) er
 	case len(v.Members) == 0:
 		return fmt.Errorf("%w: no member of the cluster answered", ErrRefused)
 	case v.Quorum.Lost():
-		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up): a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, v.Quorum.VotersUp, v.Quorum.Voters)
+		q := v.Quorum
+		why := ""
+		if q.CutOff > 0 {
+			why = fmt.Sprintf(" %d of them answer but are cut off from the quorum;", q.CutOff)
+		}
+		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up):%s a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, q.VotersUp+q.CutOff, q.Voters, why)
 	}
 	if p := pendingLearners(v, joining, replacing); len(p) > 0 {
 		return learnerPending{fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(p, ", "))}
@@ -77,12 +82,14 @@ func quorumAfterRemoval(v *cluster.View, m cluster.MemberView) error {
 	if m.IsLearner {
 		return nil
 	}
+	// VotersUp counts only voters in the quorum: one that answers but is cut off from its
+	// peers would not help the others commit.
 	voters, up := v.Quorum.Voters-1, v.Quorum.VotersUp
-	if m.Up() {
+	if m.InQuorum() {
 		up--
 	}
 	if needed := voters/2 + 1; up < needed {
-		return fmt.Errorf("%w: removing %s (%s) would leave %d of %d voters up, %d are needed: bring a down member back first", ErrRefused, m.Label(), upOrDown(m), up, voters, needed)
+		return fmt.Errorf("%w: removing %s (%s) would leave %d of %d voters up, %d are needed: bring a down or cut-off member back first", ErrRefused, m.Label(), m.State, up, voters, needed)
 	}
 	return nil
 }

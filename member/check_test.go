@@ -89,6 +89,10 @@ func TestCheckRemove(t *testing.T) {
 		{name: "no such member", view: answers(three, m1, m2, m3), member: "m9", want: `no member "m9" (members: m1 (a1), m2 (a2), m3 (a3))`},
 		{name: "no member answered", view: answers(three), member: "m3", want: "no member of the cluster answered"},
 		{name: "quorum lost (incident 2)", view: answers(three, m1), member: "m3", want: "no quorum"},
+		// Review item 2: m2 partitioned from its peers still answers clients; removing m3
+		// would leave m1 and a cut-off m2, which commit nothing.
+		{name: "an up voter while another is cut off from its peers", view: clustertest.CutOff(answers(three, m1, m2, m3), m2), member: "m3", want: "removing m3 (a3) (up) would leave 1 of 2 voters up, 2 are needed"},
+		{name: "the cut-off voter itself", view: clustertest.CutOff(answers(three, m1, m2, m3), m2), member: "m2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := CheckRemove(tc.view, tc.member)

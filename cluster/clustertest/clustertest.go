@@ -52,3 +52,14 @@ func Answering(clusterID etcdmedic.ClusterID, members []etcdmedic.Member, up ...
 	}
 	return cluster.BuildView(probes, time.Unix(0, 0))
 }
+
+// CutOff is v with member who partitioned from its peers: it still answers clients, names the
+// leader it last knew, but its linearizable read fails.
+func CutOff(v *cluster.View, who etcdmedic.Member) *cluster.View {
+	for _, p := range v.Probes {
+		if p.Reached && p.Status.MemberID == who.ID {
+			p.Healthy, p.HealthErr = false, "no answer within the command timeout"
+		}
+	}
+	return cluster.BuildView(v.Probes, v.TakenAt)
+}

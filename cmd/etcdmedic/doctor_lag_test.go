@@ -48,8 +48,10 @@ func TestDoctorMemberLagging(t *testing.T) {
 	if lead < applied+writes {
 		t.Errorf("evidence says the leader is at %d and %s at %d: less than the %d writes apart", lead, follower.Name, applied, writes)
 	}
-	if code != exitFindings {
-		t.Errorf("a lagging follower on a cluster with quorum: exit %d, want %d", code, exitFindings)
+	// Cut off, it is not in the quorum: two of three voters commit, one more failure stops
+	// writes (this asked for exit 1 until review item 2 showed it was counted as up).
+	if code != exitCritical || d.find(finding.IDQuorumAtRisk) == nil {
+		t.Errorf("a lagging follower cut off from its peers: exit %d, want %d with quorum-at-risk; %s", code, exitCritical, d.ids())
 	}
 	for _, m := range d.Members {
 		if m.Name == follower.Name && (m.Probe == nil || !m.Probe.Reached || m.Probe.Status == nil || m.Probe.Status.RaftIndex == 0) {
@@ -74,6 +76,45 @@ func TestDoctorMemberLagging(t *testing.T) {
 	code, d = waitDoctor(t, all, func(d doctorJSON) bool { return len(d.Findings) == 0 }, "--lag-entries", "100")
 	t.Logf("doctor clean %s after healing (exit %d)", time.Since(started).Round(time.Millisecond), code)
 	logStatuses(t, c, "healed")
+}
+
+// Review item 2: a follower partitioned from its peers still answers clients, but it is not in
+// the quorum: only two of three voters commit, so quorum is at risk (exit 2), and removing
+// another healthy voter is refused by etcdmedic's own check before etcd is asked.
+func TestDoctorPartitionedVoterPutsQuorumAtRisk(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3, PeerProxies: true})
+	all := c.Endpoints()
+	leader := c.Leader(t)
+	var cut, other *etcdtest.Member
+	for _, m := range c.Members() {
+		switch {
+		case m == leader:
+		case cut == nil:
+			cut = m
+		default:
+			other = m
+		}
+	}
+	if err := cut.Isolate(); err != nil {
+		t.Fatal(err)
+	}
+	code, d := waitDoctor(t, all, func(d doctorJSON) bool { return d.find(finding.IDQuorumAtRisk) != nil })
+	t.Logf("doctor while %s is isolated: exit %d, quorum %+v, findings %s", cut.Name, code, d.Quorum, d.ids())
+	if code != exitCritical || d.Quorum.VotersUp != 2 || d.Quorum.Voters != 3 {
+		t.Errorf("one of three voters partitioned: exit %d, quorum %+v", code, d.Quorum)
+	}
+	if f := wantDoctorFinding(t, d, finding.IDMemberCutOff, finding.Warning); !strings.HasPrefix(f.Subject, cut.Name) {
+		t.Errorf("cut-off member is %q, want %s", f.Subject, cut.Name)
+	}
+	code, _, errOut := runCLI(t, "member", "remove", other.Name, "--endpoints", strings.Join(all, ","), "--command-timeout", "3s")
+	if code != exitCritical || !strings.Contains(errOut, "would leave 1 of 2 voters up") {
+		t.Fatalf("remove %s while %s is cut off: exit %d: %s", other.Name, cut.Name, code, errOut)
+	}
+	cut.Heal()
+	if n := len(c.MemberList(t)); n != 3 {
+		t.Fatalf("a refused removal changed the membership: %d members", n)
+	}
 }
 
 // writeConcurrently puts n keys through cli from 10 clients at once and fails the test if one
