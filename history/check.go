@@ -114,12 +114,12 @@ func Check(h *workload.History) Verdict {
 // The cheap, precise checks run first, so a lost write is named as such.
 func CheckWithin(h *workload.History, timeout time.Duration) Verdict {
 	if h.Final == nil {
-		if v := first(refusedWritesSeen(h), clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
+		if v := first(refusedWritesSeen(h), clientRevisions(h), realTimeRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
 			return Verdict{Result: Violated, Violation: v}
 		}
 		return Verdict{Result: Unknown, Why: "no final read: acknowledged writes cannot be checked"}
 	}
-	if v := first(finalState(h), refusedWritesSeen(h), clientRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
+	if v := first(finalState(h), refusedWritesSeen(h), clientRevisions(h), realTimeRevisions(h), watchEvents(h), watchStalls(h)); v != nil {
 		return Verdict{Result: Violated, Violation: v}
 	}
 	return linearizable(h, timeout)

@@ -98,6 +98,36 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Violated, rule: RevisionWentBack,
 	}, {
+		name: "a delete after another client's write ended, at a lower revision, went backwards",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "k", "a", 0, 10, 100), del(1, "k", 20, 30, 96), put(2, "k", "b", 40, 50, 97),
+				put(3, "k", "c", 60, 70, 101)},
+			Final: final(101, "k", "c", 101),
+		},
+		want: Violated, rule: RevisionWentBack,
+	}, {
+		name: "a read of another key below a write that ended before it started went backwards",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "k1", "a", 0, 10, 100), get(1, "k2", "", 0, 20, 30, 50)},
+			Final: final(100, "k1", "a", 100),
+		},
+		want: Violated, rule: RevisionWentBack,
+	}, {
+		name: "overlapping operations of two clients, and a lower bound below, pass",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "k1", "a", 0, 10, 5), put(1, "k2", "b", 5, 15, 4),
+				func() workload.Op { op := get(2, "k1", "a", 5, 20, 30, 4); op.RevisionAtLeast = true; return op }()},
+			Final: final(5, "k1", "a", 5, "k2", "b", 4),
+		},
+		want: Passed,
+	}, {
+		name: "a delete at a revision below the key's last write is not linearizable",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "k", "a", 0, 50, 100), del(1, "k", 10, 60, 96), put(0, "k", "b", 70, 80, 101)},
+			Final: final(101, "k", "b", 101),
+		},
+		want: Violated, rule: NotLinearizable,
+	}, {
 		name: "a watcher that skipped an acknowledged write's revision has a gap",
 		h: workload.History{
 			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},

@@ -86,7 +86,7 @@ func porcupineOps(h *workload.History) []porcupine.Operation {
 		}
 		keys[op.Key] = true
 		in := kvInput{kind: op.Kind, key: op.Key, value: op.Value, expect: op.ExpectModRevision}
-		out := kvOutput{revision: op.Revision, succeeded: op.Succeeded, deleted: op.Deleted, found: op.Found, value: op.ReadValue, modRevision: op.ModRevision}
+		out := kvOutput{atLeast: op.RevisionAtLeast, revision: op.Revision, succeeded: op.Succeeded, deleted: op.Deleted, found: op.Found, value: op.ReadValue, modRevision: op.ModRevision}
 		ret := op.End.Sub(h.Start).Nanoseconds()
 		if op.Outcome == workload.Indeterminate {
 			out = kvOutput{unknown: true, revision: observed[op.Value]}

@@ -19,7 +19,9 @@ type kvInput struct {
 // kvOutput is its response; unknown for an indeterminate write, whose revision is known only
 // when a read or a watch event saw its value (0 otherwise).
 type kvOutput struct {
-	unknown     bool
+	unknown bool
+	// atLeast: revision is only a lower bound (workload.Op.RevisionAtLeast).
+	atLeast     bool
 	revision    int64
 	succeeded   bool
 	deleted     int64
@@ -35,6 +37,9 @@ type kvState struct {
 	present     bool
 	value       string
 	modRevision int64
+	// written is the newest revision known to have written the key, a delete included: every
+	// later write of the key is above it, and every later answer about it at least at it.
+	written int64
 }
 
 const unknownRevision = -1
@@ -43,7 +48,8 @@ const unknownRevision = -1
 // the model checks what a key can show: each write's revision is above the key's mod revision
 // before it, a read sees the value and mod revision of the last write, a compare-and-swap
 // succeeds exactly when the mod revision matches, a delete removes the key (mod revision 0,
-// what a comparison on an absent key sees) and reports whether it was there.
+// what a comparison on an absent key sees) at a revision above the key's writes and reports
+// whether it was there, and an answer comes at a revision at least the key's last write's.
 var kvModel = porcupine.Model{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
@@ -74,21 +80,21 @@ var kvModel = porcupine.Model{
 func step(s kvState, in kvInput, out kvOutput) (bool, any) {
 	switch in.kind {
 	case workload.Get:
-		if out.found != s.present || (out.found && out.value != s.value) {
+		if out.found != s.present || (out.found && out.value != s.value) || !answeredAfter(s, out) {
 			return false, s
 		}
 		if s.modRevision == unknownRevision {
-			s.modRevision = out.modRevision
+			if out.modRevision <= s.written { // the unseen write came after the key's last known one
+				return false, s
+			}
+			s.modRevision, s.written = out.modRevision, out.modRevision
 			return true, s
 		}
 		return !out.found || out.modRevision == s.modRevision, s
 	case workload.Put:
 		return write(s, in.value, out)
 	case workload.Delete:
-		if !out.unknown && (out.deleted > 0) != s.present {
-			return false, s
-		}
-		return true, kvState{}
+		return deleteKey(s, out)
 	case workload.CompareAndSwap:
 		return compareAndSwap(s, in, out)
 	}
@@ -118,20 +124,48 @@ func compareAndSwap(s kvState, in kvInput, out kvOutput) (bool, any) {
 		return false, s
 	}
 	if !out.succeeded {
-		return true, s
+		return answeredAfter(s, out), s
 	}
 	return write(s, in.value, out)
+}
+
+// deleteKey applies a delete: one that removed the key took a revision above every write of
+// it; one that found nothing answered at a revision at least that of the key's last write.
+func deleteKey(s kvState, out kvOutput) (bool, any) {
+	if out.unknown {
+		return true, kvState{written: s.written}
+	}
+	if (out.deleted > 0) != s.present {
+		return false, s
+	}
+	if out.deleted == 0 {
+		return answeredAfter(s, out), s
+	}
+	if out.atLeast { // a lower bound: the delete's revision is at least it
+		return true, kvState{written: max(s.written, out.revision)}
+	}
+	if out.revision <= s.written || (s.modRevision != unknownRevision && out.revision <= s.modRevision) {
+		return false, s
+	}
+	return true, kvState{written: out.revision}
+}
+
+// answeredAfter reports whether an answer that wrote nothing (a read, a failed swap, a delete
+// of nothing) came at a revision at least that of the key's last known write: the header's
+// revision is the store's, past every write before it.
+func answeredAfter(s kvState, out kvOutput) bool {
+	return out.atLeast || out.revision >= s.written
 }
 
 // write applies a write of value at out.revision, which must be above the key's mod revision.
 func write(s kvState, value string, out kvOutput) (bool, any) {
 	if out.revision == 0 { // an indeterminate write nobody saw
-		return true, kvState{present: true, value: value, modRevision: unknownRevision}
+		return true, kvState{present: true, value: value, modRevision: unknownRevision, written: s.written}
 	}
-	if s.modRevision != unknownRevision && out.revision <= s.modRevision {
+	if out.revision <= s.written || (s.modRevision != unknownRevision && out.revision <= s.modRevision) {
 		return false, s
 	}
-	return true, kvState{present: true, value: value, modRevision: out.revision}
+	return true, kvState{present: true, value: value, modRevision: out.revision, written: out.revision}
 }
 
 func describeState(s kvState) string {

@@ -34,7 +34,7 @@ func CheckRestoredTo(h *workload.History, point int64, timeout time.Duration) (V
 		}
 		upToPoint.Ops = append(upToPoint.Ops, op)
 	}
-	if v := first(finalState(&upToPoint), restoredValues(h, point), refusedWritesSeen(h), clientRevisions(h), watchEvents(h)); v != nil {
+	if v := first(finalState(&upToPoint), restoredValues(h, point), refusedWritesSeen(h), clientRevisions(h), realTimeRevisions(h), watchEvents(h)); v != nil {
 		return Verdict{Result: Violated, Violation: v}, after
 	}
 	beforeLoss := *h

@@ -85,6 +85,23 @@ func TestReviewHistoriesAreViolations(t *testing.T) {
 			Watches: events(2, putEvent("a", "NOT-v1", 2)),
 			Final:   final(2, "a", "v1", 2),
 		},
+	}, {
+		// The write at 100 is rolled back: another client's delete gets revision 96 after it,
+		// then the key is written again above 100. Each client ran one operation.
+		name: "F4 revisions go back across clients (a rollback hidden by a delete and an overwrite)",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "k", "a", 0, 10, 100), del(1, "k", 20, 30, 96), put(2, "k", "b", 40, 50, 97),
+				put(3, "k", "c", 60, 70, 101)},
+			Final: final(101, "k", "c", 101),
+		},
+	}, {
+		// A stale read across clients: the put at 100 ended before the get started, whose
+		// header says revision 50.
+		name: "F4b a read's revision below a write that ended before it started (other client)",
+		h: workload.History{
+			Ops:   []workload.Op{put(0, "k1", "a", 0, 10, 100), get(1, "k2", "", 0, 20, 30, 50)},
+			Final: final(100, "k1", "a", 100),
+		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.h.Start = t0

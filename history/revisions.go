@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/etcdmedic/etcdmedic/workload"
@@ -39,4 +40,47 @@ func clientRevisions(h *workload.History) []Violation {
 		}
 	}
 	return found
+}
+
+// realTimeRevisions finds an answered operation that saw a lower revision than one that ended
+// before it started, whatever their clients: etcd's revision only grows, so an operation that
+// starts after another ended answers at least at that one's revision, and a write above it.
+// Per client only (clientRevisions), a rollback seen by two clients, or by a client's first
+// operation after a repair, would pass. Operations whose revision is only a lower bound
+// (RevisionAtLeast) bound the later ones but are not judged.
+func realTimeRevisions(h *workload.History) []Violation {
+	var byStart []workload.Op
+	for _, op := range h.Ops {
+		if op.Outcome == workload.OK {
+			byStart = append(byStart, op)
+		}
+	}
+	byEnd := slices.Clone(byStart)
+	slices.SortStableFunc(byStart, func(a, b workload.Op) int { return a.Start.Compare(b.Start) })
+	slices.SortStableFunc(byEnd, func(a, b workload.Op) int { return a.End.Compare(b.End) })
+	var before workload.Op // the highest revision among the operations ended so far
+	j := 0
+	for _, op := range byStart {
+		for ; j < len(byEnd) && byEnd[j].End.Before(op.Start); j++ {
+			if byEnd[j].Revision > before.Revision {
+				before = byEnd[j]
+			}
+		}
+		if op.RevisionAtLeast || before.Revision == 0 {
+			continue
+		}
+		want, bad := fmt.Sprintf("revision ≥ %d", before.Revision), op.Revision < before.Revision
+		if op.Wrote() {
+			want, bad = fmt.Sprintf("revision > %d", before.Revision), op.Revision <= before.Revision
+		}
+		if bad {
+			return []Violation{{
+				Rule:      RevisionWentBack,
+				Operation: op.String(),
+				Expected:  fmt.Sprintf("%s (it started after %s ended)", want, before),
+				Seen:      fmt.Sprintf("revision %d", op.Revision),
+			}}
+		}
+	}
+	return nil
 }

@@ -164,7 +164,7 @@ func (c *client) settle(o *object, err error, next *State, op workload.Op) {
 		} else {
 			// A delete's answer carries no revision; it took one above all this client saw.
 			c.maxRV++
-			op.Deleted, op.Revision = 1, c.maxRV
+			op.Deleted, op.Revision, op.RevisionAtLeast = 1, c.maxRV, true
 		}
 		o.Known, o.Candidates = next, nil
 	case refused(err):
@@ -173,7 +173,7 @@ func (c *client) settle(o *object, err error, next *State, op workload.Op) {
 		if preconditionFailed {
 			o.Candidates = []*State{o.Known}
 			if op.Kind == workload.CompareAndSwap { // answered: the comparison failed
-				op.Outcome, op.Succeeded, op.Revision = workload.OK, false, c.maxRV
+				op.Outcome, op.Succeeded, op.Revision, op.RevisionAtLeast = workload.OK, false, c.maxRV, true
 			}
 		}
 	default:
@@ -231,7 +231,7 @@ func (c *client) resolve(ctx context.Context, o *object) {
 	if seen != nil {
 		c.maxRV = max(c.maxRV, revision(seen.RV))
 	}
-	read.Revision = c.maxRV
+	read.Revision, read.RevisionAtLeast = c.maxRV, true
 	c.ops = append(c.ops, read)
 	o.Known, o.Candidates = seen, nil
 }

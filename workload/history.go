@@ -78,6 +78,10 @@ type Op struct {
 
 	// Revision is the response header's revision (OK only).
 	Revision int64
+	// RevisionAtLeast says Revision is only a lower bound of the response's revision: the
+	// Kubernetes workload's deletes, refused updates and reads, which the apiserver answers
+	// without etcd's revision. The checks that need the exact revision skip it.
+	RevisionAtLeast bool
 	// Succeeded is a CompareAndSwap's result.
 	Succeeded bool
 	// Deleted is how many keys a Delete removed.
