@@ -46,6 +46,22 @@ func (c Class) SafeToStart() bool { return c == Empty || c == Valid }
 type Expect struct {
 	Name     string
 	PeerURLs []string
+	// Starts is set when a member is about to start on the data dir as this one (guard): the
+	// probed endpoints (etcdctl's default 127.0.0.1:2379 included) must then be proven to be its
+	// cluster before another cluster's data is called FOREIGN and moved: their membership
+	// holds its peer URLs (or, with none given, its name). Unset for a report over volumes
+	// (scan), and for a member the caller adds to the probed cluster itself (member add,
+	// replace): the operator named that cluster as the member's.
+	Starts bool
+}
+
+// knownTo is true when v's membership holds the expected member: by its peer URLs, as etcd
+// matches a member; by its name only when no peer URLs are given.
+func (e Expect) knownTo(v *cluster.View) bool {
+	if len(e.PeerURLs) > 0 {
+		return v.ByPeerURLs(e.PeerURLs) != nil
+	}
+	return v.ByName(e.Name) != nil
 }
 
 // Verdict is the classification with what it rests on.
@@ -91,7 +107,7 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 	if r.PDJoin != nil {
 		ev = append(ev, finding.Evidence{What: "PD join file", Value: r.PDJoin.Contents})
 	}
-	if !reached || v.Quorum.Lost() || len(v.Leaders) == 0 || !anyHealthy(v) {
+	if !answering(v) {
 		why := "no member of the live cluster answered"
 		switch {
 		case reached && v.Quorum.Lost():
@@ -123,6 +139,10 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 		// data it is cannot be told, so it is neither started on nor moved.
 		out := verdict(Unreadable, "the data dir's WAL names no cluster and member ID: whose data this is cannot be told; etcdmedic inspect it")
 		return withEvidence(out, ev)
+	}
+	if r.Identity.ClusterID != v.ClusterID && want.Starts && !want.knownTo(v) {
+		// The data is not this cluster's, but this cluster may not be the member's either.
+		return withEvidence(verdict(Unknown, fmt.Sprintf("the data belongs to cluster %s, not to the live cluster %s, but the endpoints probed (%s) may be another cluster's: their membership has no member %s. Give this cluster's endpoints; if these are, add the member first (etcdctl member add --learner) and run guard again", r.Identity.ClusterID, v.ClusterID, probed(v), want.describe())), ev)
 	}
 	if r.Identity.ClusterID != v.ClusterID {
 		return withEvidence(verdict(Foreign, fmt.Sprintf("the data belongs to cluster %s, not to the live cluster %s: another cluster, or an older incarnation of this one. A member started on it runs under the old cluster ID and never joins (\"request cluster ID mismatch\")", r.Identity.ClusterID, v.ClusterID)), ev)
@@ -185,12 +205,38 @@ func verdict(c Class, reason string) Verdict {
 
 const dataRaft = "data dir last raft index (term)"
 
+// probed lists the endpoints the view was built from.
+func probed(v *cluster.View) string {
+	var eps []string
+	for _, p := range v.Probes {
+		eps = append(eps, p.Endpoint)
+	}
+	return strings.Join(eps, ",")
+}
+
+// describe names the expected member for an operator.
+func (e Expect) describe() string {
+	switch {
+	case len(e.PeerURLs) > 0:
+		return "with peer URLs " + strings.Join(e.PeerURLs, ",")
+	case e.Name != "":
+		return fmt.Sprintf("named %q", e.Name)
+	}
+	return "named by --name or --peer-urls (none were given)"
+}
+
 // leaderStatus is what the leader answered (its raft index and term), or nil.
 func leaderStatus(v *cluster.View) *cluster.Status {
 	if m := v.MemberByID(v.Leader()); m != nil && m.Probe != nil && m.Probe.Status != nil {
 		return m.Probe.Status
 	}
 	return nil
+}
+
+// answering is true when the live cluster can judge: reached, with a quorum, a leader, and a
+// linearizable read served.
+func answering(v *cluster.View) bool {
+	return v != nil && len(v.Members) > 0 && !v.Quorum.Lost() && len(v.Leaders) > 0 && anyHealthy(v)
 }
 
 // anyHealthy is true when some member served a linearizable read.

@@ -103,8 +103,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, &Error{StageInspect, err}
 	}
 	view := opts.observe(ctx)
-	res.Verdict = Classify(report, view, opts.Expect)
-	if goOn, err := opts.act(res, report); !goOn || err != nil {
+	want := opts.Expect
+	want.Starts = true // a member is about to start here: FOREIGN needs its cluster proven
+	res.Verdict = Classify(report, view, want)
+	if goOn, err := opts.act(res, report, view); !goOn || err != nil {
 		return nilOnError(res, err)
 	}
 	return res, opts.rejoin(ctx, res, view)
@@ -186,10 +188,15 @@ func holdsWAL(dir string) (bool, error) {
 
 // act quarantines a data dir the member may not start on when the run may (Fix), and says
 // what to do next when it may not or must not; goOn is false when the run ends there.
-func (o Options) act(res *Result, report *datadir.Report) (goOn bool, err error) {
+func (o Options) act(res *Result, report *datadir.Report, view *cluster.View) (goOn bool, err error) {
 	v := res.Verdict
 	empty := report == nil || report.Kind == datadir.KindEmpty
 	switch {
+	case v.Class == Unknown && answering(view):
+		// The cluster answered, but is not proven to be this member's (another cluster's data).
+		res.next("Do not start etcd on this data dir, and do not move it: "+v.Reason+".",
+			fmt.Sprintf("If %s are this cluster's endpoints, add the member first (%s), then run guard again; else run guard with this cluster's endpoints (--endpoints, or --discover-kubeadm).", o.endpoints(), o.memberAdd()))
+		return false, nil
 	case v.Class == Unknown && empty:
 		res.next("Do not start the member yet: with the live cluster out of reach, nothing tells whether it ran before (then its data is gone and it must be replaced) or is new (then it must be added first).",
 			"Check --endpoints and the TLS flags (etcdmedic doctor), then run guard again.")

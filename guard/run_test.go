@@ -260,7 +260,7 @@ func TestRunSaysWhatARolledBackCopyDoes(t *testing.T) {
 	opts.Expect = Expect{Name: "pd-1", PeerURLs: pd1.PeerURLs}
 	verdict := Classify(member(datadir.KindEtcdMember, liveID, pd1.ID, "pd-1"), healthyPD(), opts.Expect)
 	res := &Result{Verdict: verdict}
-	if goOn, err := opts.act(res, nil); !goOn || err != nil {
+	if goOn, err := opts.act(res, nil, healthyPD()); !goOn || err != nil {
 		t.Fatalf("act: %v %v", goOn, err)
 	}
 	if next := strings.Join(res.Next, " "); !strings.Contains(next, "tocommit(N) is out of range [lastIndex(M)]") || !strings.Contains(next, "etcdmedic member replace pd-1 --name pd-1") {

@@ -282,12 +282,21 @@ func TestGuardQuarantinesEachShapeWhole(t *testing.T) {
 					t.Fatalf("guard of the data dir without its WAL dir: exit %d %+v %s", code, g, errOut)
 				}
 			}
+			// The member is added to the live cluster first: only then are its endpoints proven
+			// to be the member's cluster, and another cluster's data moved.
+			spec, err := old.source()
+			if err != nil {
+				t.Fatal(err)
+			}
+			added := addLearner(t, live.Client(t), spec.PeerURLs...)
+			defer live.Client(t).MemberRemove(context.Background(), added.Member.ID) // one learner at a time
 			args := old.flag
 			if !strings.HasPrefix(args[0], "--") {
 				args = append([]string{"--data-dir"}, args...)
+				args = append(args, "--peer-urls", strings.Join(spec.PeerURLs, ","))
 			}
 			code, g, errOut := runGuard(t, append(args, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")...)
-			if code != exitCritical || g.Verdict.Class != guard.Foreign || g.Quarantined == nil || (old.walDir != "") != (g.Quarantined.WALDir != "") {
+			if code != exitOK || g.Verdict.Class != guard.Foreign || g.Quarantined == nil || (old.walDir != "") != (g.Quarantined.WALDir != "") {
 				t.Fatalf("guard %v --fix of another cluster's member: exit %d %+v %s", args, code, g, errOut)
 			}
 			for _, dir := range halves {

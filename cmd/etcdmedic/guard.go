@@ -51,7 +51,9 @@ inspects the data dir offline, probes the live cluster, and classifies the data 
 
   EMPTY       nothing there: a new member may join (after member add)
   VALID       same cluster, this member is live with these peer URLs
-  FOREIGN     another cluster's data (or an older incarnation of this one), or not etcd data
+  FOREIGN     another cluster's data (or an older incarnation of this one), or not etcd data;
+              only once the endpoints are proven to be this member's cluster (their membership
+              holds its --peer-urls, or its --name): else UNKNOWN, nothing moved
   REMOVED     same cluster, but this member was removed
   MISMATCHED  the member is live, but its name or peer URLs are another member's
   UNKNOWN     the live cluster cannot be reached or has no quorum: etcdmedic never guesses

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/guard"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -56,6 +58,23 @@ func killLocalMember(t *testing.T, dataDir string) {
 // os.Executable is the test binary).
 func etcdmedicEtcd(t *testing.T) string {
 	return etcdtest.EtcdmedicBinary(t) + " etcd"
+}
+
+// addLearner is `etcdctl member add --learner` (never started), retried while etcd refuses a
+// reconfiguration for the first seconds after its members started ("unhealthy cluster").
+func addLearner(t *testing.T, cli *clientv3.Client, peerURLs ...string) *clientv3.MemberAddResponse {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		added, err := cli.MemberAddAsLearner(t.Context(), peerURLs)
+		if err == nil {
+			return added
+		}
+		if !strings.Contains(err.Error(), "unhealthy cluster") || time.Now().After(deadline) {
+			t.Fatalf("member add --learner %v: %v", peerURLs, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func newURLs(t *testing.T) (client, peer string) {
@@ -139,7 +158,10 @@ func TestIncident1StaleVolumeRejoinsFresh(t *testing.T) {
 	t.Logf("rejoined; %d acknowledged writes, none lost; quarantine %s", len(ledger.Acked()), g.Quarantined.Dir)
 }
 
-// A data dir from another cluster whose members have the same names.
+// A data dir from another cluster whose members have the same names. It is FOREIGN, and moved,
+// only when the endpoints given are proven to be the cluster the member belongs to: their
+// membership holds its peer URLs. Given another cluster's endpoints (or a member not added yet),
+// it is UNKNOWN and nothing moves: those may be the wrong cluster's.
 func TestGuardForeignDataDir(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
@@ -148,15 +170,29 @@ func TestGuardForeignDataDir(t *testing.T) {
 	if err := om.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	client, peer := newURLs(t)
-	code, g, _ := runGuard(t, "--data-dir", om.DataDir, "--name", "m1", "--peer-urls", peer, "--endpoints", strings.Join(c.Endpoints(), ","))
+	eps := strings.Join(c.Endpoints(), ",")
+	// The volume of c's m1 holds the other cluster's m1: c knows m1 at these peer URLs.
+	code, g, _ := runGuard(t, "--data-dir", om.DataDir, "--name", "m1", "--peer-urls", c.Member("m1").PeerURL, "--endpoints", eps)
 	if code != exitCritical || g.Verdict.Class != guard.Foreign {
 		t.Fatalf("exit %d, %+v", code, g.Verdict)
 	}
-	// --fix without --rejoin: emptied, but not safe to start until the member is added.
-	code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix")
-	if code != exitCritical || g.Quarantined == nil || !strings.Contains(strings.Join(g.Next, " "), "member add") {
-		t.Fatalf("--fix: exit %d, %+v", code, g)
+	// A new member m4, not added yet: c may not be its cluster. Nothing moves, and guard says
+	// to add it first or to give this cluster's endpoints.
+	client, peer := newURLs(t)
+	before := dirListing(t, om.DataDir)
+	code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", eps, "--fix")
+	if next := strings.Join(g.Next, " "); code != exitFailed || g.Verdict.Class != guard.Unknown || g.Quarantined != nil ||
+		!strings.Contains(g.Verdict.Reason, "may be another cluster's") || !strings.Contains(next, "member add m4 --learner --peer-urls="+peer) {
+		t.Fatalf("--fix, m4 not added: exit %d, %+v", code, g)
+	}
+	if after := dirListing(t, om.DataDir); after != before {
+		t.Fatal("guard moved another cluster's data on endpoints not proven to be the member's cluster")
+	}
+	// Added (as guard said): --fix quarantines, and m4 may start on the emptied data dir.
+	addLearner(t, c.Client(t), peer)
+	code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", eps, "--fix")
+	if code != exitOK || g.Verdict.Class != guard.Foreign || g.Quarantined == nil {
+		t.Fatalf("--fix, m4 added: exit %d, %+v", code, g)
 	}
 	if err := guard.Verify(g.Quarantined.Dir); err != nil {
 		t.Fatal(err)
@@ -164,6 +200,33 @@ func TestGuardForeignDataDir(t *testing.T) {
 	// Now empty: safe to start, and guard says so.
 	if code, g, _ = runGuard(t, "--data-dir", om.DataDir, "--endpoints", strings.Join(c.Endpoints(), ",")); code != exitOK || g.Verdict.Class != guard.Empty {
 		t.Fatalf("after quarantine: exit %d, %+v", code, g.Verdict)
+	}
+}
+
+// The review's case: a stopped member's own data dir, with the member's own name and peer
+// URLs, but guard pointed at another cluster (another etcd on the same node answers on the
+// endpoints given). UNKNOWN, exit 3, nothing moved: never FOREIGN, never quarantined.
+func TestGuardGivenAnotherClustersEndpointsMovesNothing(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 3})
+	other := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	m2 := c.Member("m2")
+	if err := m2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	before := dirListing(t, m2.DataDir)
+	code, g, errOut := runGuard(t, "--data-dir", m2.DataDir, "--name", "m2", "--peer-urls", m2.PeerURL, "--endpoints", other.Member("m1").ClientURL, "--fix")
+	if code != exitFailed || g.Verdict.Class != guard.Unknown || g.Verdict.Movable || g.Quarantined != nil ||
+		!strings.Contains(g.Verdict.Reason, "the endpoints probed ("+other.Member("m1").ClientURL) || !strings.Contains(g.Verdict.Reason, "Give this cluster's endpoints") {
+		t.Fatalf("exit %d, %+v\n%s", code, g, errOut)
+	}
+	if after := dirListing(t, m2.DataDir); after != before {
+		t.Fatal("guard changed the member's data dir")
+	}
+	// With its own cluster's endpoints it is VALID.
+	eps := strings.Join([]string{c.Member("m1").ClientURL, c.Member("m3").ClientURL}, ",")
+	if code, g, _ := runGuard(t, "--data-dir", m2.DataDir, "--name", "m2", "--peer-urls", m2.PeerURL, "--endpoints", eps); code != exitOK || g.Verdict.Class != guard.Valid {
+		t.Fatalf("own endpoints: exit %d, %+v", code, g.Verdict)
 	}
 }
 
