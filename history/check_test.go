@@ -229,6 +229,24 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Passed,
 	}, {
+		name: "a key gone a TTL before its kept-alive lease's stream broke vanished",
+		h: workload.History{
+			Ops: []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }(),
+				get(1, "l", "", 0, 100, 110, 3)},
+			Leases: []workload.Lease{{ID: 7, TTL: 10, LostAt: at(10_500)}},
+			Final:  func() *workload.Final { f := final(3); f.At = at(20_000); return f }(),
+		},
+		want: Violated, rule: NotLinearizable,
+	}, {
+		name: "a key gone after a TTL before its kept-alive lease's stream broke may have expired",
+		h: workload.History{
+			Ops: []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }(),
+				get(1, "l", "", 0, 600, 610, 3)},
+			Leases: []workload.Lease{{ID: 7, TTL: 10, LostAt: at(10_500)}},
+			Final:  func() *workload.Final { f := final(3); f.At = at(20_000); return f }(),
+		},
+		want: Passed,
+	}, {
 		name: "a key put with a lease left to expire may be gone",
 		h: workload.History{
 			Ops:    []workload.Op{func() workload.Op { op := put(0, "l", "v1", 0, 10, 2); op.Lease = 7; return op }()},
