@@ -29,15 +29,17 @@ type Probe struct {
 	Reached    bool `json:"reached"`
 	// Refused is set when nothing listens at the endpoint (the TCP connect was refused): the
 	// only answer that proves a member is not serving there.
-	Refused   bool               `json:"refused,omitempty"`
-	Error     string             `json:"error,omitempty"`
-	Status    *Status            `json:"status,omitempty"`
-	Members   []etcdmedic.Member `json:"members,omitempty"` // this member's own (serializable) member list
-	Healthy   bool               `json:"healthy"`           // a linearizable read succeeded
-	HealthErr string             `json:"healthError,omitempty"`
-	Alarms    []Alarm            `json:"alarms,omitempty"`
-	Hash      *Hash              `json:"hash,omitempty"`
-	Took      time.Duration      `json:"tookNs"`
+	Refused bool               `json:"refused,omitempty"`
+	Error   string             `json:"error,omitempty"`
+	Status  *Status            `json:"status,omitempty"`
+	Members []etcdmedic.Member `json:"members,omitempty"` // this member's own (serializable) member list
+	// MembersErr is why it gave no member list (a learner is refused one).
+	MembersErr string        `json:"membersError,omitempty"`
+	Healthy    bool          `json:"healthy"` // a linearizable read succeeded
+	HealthErr  string        `json:"healthError,omitempty"`
+	Alarms     []Alarm       `json:"alarms,omitempty"`
+	Hash       *Hash         `json:"hash,omitempty"`
+	Took       time.Duration `json:"tookNs"`
 }
 
 // Status is a member's answer to the Status RPC (what `etcdctl endpoint status` shows).
@@ -157,10 +159,6 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 		return
 	}
 	defer cli.Close()
-	// The health read and the alarm list go through raft: without a leader they wait out the
-	// whole timeout. A status that names no leader settles them at once.
-	quorumCtx, noLeader := context.WithCancelCause(ctx)
-	defer noLeader(nil)
 	var wg sync.WaitGroup
 	var statusErr error
 	wg.Go(func() {
@@ -169,20 +167,30 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 			statusErr = err
 			return
 		}
-		if resp.Leader == 0 {
-			noLeader(errNoLeader)
-		}
 		p.Status = &Status{
 			ClusterID: etcdmedic.ID(resp.Header.ClusterId), MemberID: etcdmedic.ID(resp.Header.MemberId), Leader: etcdmedic.ID(resp.Leader),
 			RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, AppliedIndex: resp.RaftAppliedIndex, Revision: resp.Header.Revision,
 			DBSize: resp.DbSize, DBSizeInUse: resp.DbSizeInUse, DBSizeQuota: resp.DbSizeQuota,
 			Version: resp.Version, StorageVersion: resp.StorageVersion, IsLearner: resp.IsLearner, Errors: resp.Errors,
 		}
+		// The health read and the alarm list go through raft, so they follow the status: without
+		// a leader they would wait out the whole timeout, and etcd refuses both to a learner.
+		switch {
+		case withoutQuorum:
+			p.HealthErr = errNotAsked.Error()
+		case p.Status.IsLearner:
+			p.HealthErr = errLearner.Error()
+		case p.Status.Leader == etcdmedic.NoID:
+			p.HealthErr = errNoLeader.Error()
+		default:
+			askQuorum(ctx, cli, p)
+		}
 	})
 	wg.Go(func() {
 		// Serializable: each member's own view, which it gives even without quorum.
 		resp, err := cli.MemberList(ctx, clientv3.WithSerializable())
 		if err != nil {
+			p.MembersErr = describeErr(ctx, err)
 			return
 		}
 		var members []etcdmedic.Member
@@ -192,38 +200,37 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 		p.Members = members
 		onMembers(members)
 	})
-	if withoutQuorum {
-		p.HealthErr = errNotAsked.Error()
-	} else {
-		wg.Go(func() {
-			// etcdctl endpoint health: a linearizable read; "permission denied" still proves quorum.
-			_, err := cli.Get(quorumCtx, "health")
-			if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
-				p.Healthy = true
-				return
-			}
-			if context.Cause(quorumCtx) == errNoLeader {
-				p.HealthErr = errNoLeader.Error()
-				return
-			}
-			p.HealthErr = describeErr(ctx, err)
-		})
-		wg.Go(func() {
-			resp, err := cli.AlarmList(quorumCtx)
-			if err != nil {
-				return
-			}
-			for _, a := range resp.Alarms {
-				p.Alarms = append(p.Alarms, Alarm{MemberID: etcdmedic.ID(a.MemberID), Alarm: a.Alarm.String()})
-			}
-		})
-	}
 	wg.Wait()
 	if statusErr != nil {
 		p.Error = describeErr(ctx, statusErr)
 		return
 	}
 	p.Reached = true
+}
+
+// askQuorum reads what only a member in the quorum answers, in parallel: health (a
+// linearizable read, as etcdctl endpoint health does; "permission denied" still proves quorum)
+// and the alarm list.
+func askQuorum(ctx context.Context, cli *clientv3.Client, p *Probe) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := cli.Get(ctx, "health")
+		if err == nil || errors.Is(err, rpctypes.ErrPermissionDenied) {
+			p.Healthy = true
+			return
+		}
+		p.HealthErr = describeErr(ctx, err)
+	})
+	wg.Go(func() {
+		resp, err := cli.AlarmList(ctx)
+		if err != nil {
+			return
+		}
+		for _, a := range resp.Alarms {
+			p.Alarms = append(p.Alarms, Alarm{MemberID: etcdmedic.ID(a.MemberID), Alarm: a.Alarm.String()})
+		}
+	})
+	wg.Wait()
 }
 
 // Reach connects to endpoint once (with TLS, a handshake) within the command timeout: an
@@ -244,6 +251,10 @@ func (c Conn) Reach(ctx context.Context, endpoint string) error {
 
 // errNoLeader is the health of a member whose status names no leader.
 var errNoLeader = errors.New("no leader: the member's status names none (quorum lost or an election under way)")
+
+// errLearner is the health of a learner: etcd serves learners only status and serializable
+// reads ("rpc not supported for learner").
+var errLearner = errors.New("not asked (etcd serves a learner no linearizable read)")
 
 // errNotAsked is the health of a member probed WithoutQuorum.
 var errNotAsked = errors.New("not asked (probed for what a member answers without quorum)")

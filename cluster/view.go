@@ -282,12 +282,13 @@ func memberState(m MemberView, probes []*Probe, leader etcdmedic.ID) MemberState
 // leader and its linearizable read succeeded. A read that succeeded went through a leader that
 // heard from a quorum, so it outweighs naming another leader than most do (right after an
 // election, statuses are a moment apart). When the read was not asked (WithoutQuorum), naming
-// the leader most members name is all there is.
+// the leader most members name is all there is; so it is for a learner, which etcd refuses
+// the read.
 func inQuorum(p *Probe, leader etcdmedic.ID) bool {
 	switch {
 	case p.Status.Leader == etcdmedic.NoID:
 		return false
-	case p.HealthErr == errNotAsked.Error():
+	case p.Status.IsLearner || p.HealthErr == errNotAsked.Error():
 		return p.Status.Leader == leader
 	}
 	return p.Healthy

@@ -264,11 +264,15 @@ func leaderFindings(v *cluster.View) []Finding {
 			if m.Probe.HealthErr != "" {
 				ev = append(ev, Evidence{m.Label() + " linearizable read", m.Probe.HealthErr})
 			}
+			why := "It serves only stale serializable reads, and as a voter it does not count toward quorum while cut off."
+			if m.IsLearner {
+				why = "It serves only stale serializable reads, and as a learner it cannot catch up to be promoted while cut off."
+			}
 			out = append(out, Finding{
 				ID: IDMemberCutOff, Severity: Warning, Subject: m.Label(),
 				Summary:  fmt.Sprintf("Member %s answers clients but is cut off from the leader", m.Label()),
 				Evidence: append(ev, Evidence{"leader according to the others", v.Leader().String()}),
-				Why:      "It serves only stale serializable reads, and as a voter it does not count toward quorum while cut off.",
+				Why:      why,
 				Remedy:   fmt.Sprintf("Check the peer network between it and the others (its peer URLs %s, firewalls, DNS) and its log for \"lost leader\" or \"prober detected unhealthy status\".", strings.Join(m.PeerURLs, ",")),
 			})
 		}

@@ -35,6 +35,21 @@ func withMembers(ps []*cluster.Probe, ids ...string) []*cluster.Probe {
 	return ps
 }
 
+// learner is what a learner answers: its status says so, and doctor asks it no linearizable read.
+func learner(p *cluster.Probe) {
+	p.Status.IsLearner, p.Healthy, p.HealthErr = true, false, "not asked (etcd serves a learner no linearizable read)"
+}
+
+// withLearner is the healthy cluster a, b, c (leader a, raft index 5000) with learner f.
+func withLearner(learner *cluster.Probe) []*cluster.Probe {
+	ps := withMembers([]*cluster.Probe{probe("a", "a", 5000), probe("b", "a", 5000), probe("c", "a", 5000)}, "a", "b", "c")
+	ms := append(ps[0].Members, etcdmedic.Member{ID: etcdmedic.MustParseID("f"), Name: "nf", PeerURLs: []string{"http://f:2380"}, ClientURLs: []string{"http://f"}, IsLearner: true})
+	for _, p := range ps {
+		p.Members = ms
+	}
+	return append(ps, learner)
+}
+
 func cutOff(p *cluster.Probe) { p.Healthy, p.HealthErr = false, "no answer within the command timeout" }
 
 func timedOut(p *cluster.Probe) {
@@ -73,6 +88,10 @@ func TestClusterRules(t *testing.T) {
 			p.Status.DBSize, p.Status.DBSizeInUse, p.Status.DBSizeQuota = 850, 850, 1000
 		}), probe("b", "a", 1), probe("c", "a", 1)}, "a", "b", "c"), "warning:db-near-quota"},
 		{"single voter", withMembers([]*cluster.Probe{probe("a", "a", 1)}, "a"), "info:no-fault-tolerance"},
+		// Review item 3: etcd refuses a learner the linearizable read; it is judged by the leader it names.
+		{"a learner that caught up", withLearner(probe("f", "a", 5000, learner)), "warning:learner-not-promoted"},
+		{"a learner still catching up", withLearner(probe("f", "a", 10, learner)), "warning:member-lagging"},
+		{"a learner cut off: it names no leader", withLearner(probe("f", "0", 10, learner)), "warning:member-cut-off warning:member-lagging"},
 		// Review item 2: a voter cut off from its peers answers clients but is not in the quorum.
 		{"a voter partitioned from its peers: quorum at risk", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100)}, "a", "b", "c"),
 			"critical:quorum-at-risk warning:member-cut-off"},

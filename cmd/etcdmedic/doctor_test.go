@@ -296,6 +296,10 @@ func TestDoctorLearners(t *testing.T) {
 	if d.find(finding.IDTooManyLearners) != nil || code != exitFindings {
 		t.Fatalf("one learner: exit %d, %s", code, d.ids())
 	}
+	// etcd refuses a learner the linearizable read: that is no network problem (review item 3).
+	if d.find(finding.IDMemberCutOff) != nil {
+		t.Errorf("a learner reported cut off: %s", d.ids())
+	}
 	c.AddMember(t, "l2", etcdtest.AddOptions{Learner: true})
 	_, d = doctor(t, c.Endpoints())
 	wantDoctorFinding(t, d, finding.IDTooManyLearners, finding.Warning)
