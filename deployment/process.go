@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
-
-	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
 
 // FromProcess resolves the member a running process is: its command line, its ETCD_*
@@ -37,18 +36,53 @@ func FromProcess(pid int) (Spec, error) {
 		return Spec{}, fmt.Errorf("process %d: %w", pid, err)
 	}
 	s.Runs.PID = pid
-	p := local.Describe(pid)
+	unit, pod := Supervisor(pid)
 	switch {
-	case p.Unit != "":
-		s.Runs.Kind, s.Runs.Unit = Systemd, p.Unit
-		s.Runs.Stop, s.Runs.Start = "systemctl stop "+p.Unit, "systemctl start "+p.Unit
-	case p.Pod:
+	case unit != "":
+		s.Runs.Kind, s.Runs.Unit = Systemd, unit
+		s.Runs.Stop, s.Runs.Start = "systemctl stop "+unit, "systemctl start "+unit
+	case pod:
 		s.Runs.Stop = "move its static pod manifest out of kubelet's folder (/etc/kubernetes/manifests), or delete its pod"
 	default:
 		s.Runs.Stop = "kill -TERM " + strconv.Itoa(pid)
 		s.Runs.Start = strings.Join(argv, " ")
 	}
 	return s, nil
+}
+
+// Supervisor reads from pid's cgroup what runs it: the systemd unit its cgroup names
+// (etcd.service), or pod set when its cgroup is a Kubernetes pod's (kubelet runs it).
+func Supervisor(pid int) (unit string, pod bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return "", false
+	}
+	cg := string(b)
+	if strings.Contains(cg, "kubepods") {
+		return "", true
+	}
+	if m := unitPattern.FindStringSubmatch(cg); m != nil {
+		return m[1], false
+	}
+	return "", false
+}
+
+// unitPattern finds a system service in a cgroup path (user@1000.service is a login session,
+// not etcd's unit).
+var unitPattern = regexp.MustCompile(`system\.slice/(?:[^/\n]*/)*?([A-Za-z0-9@_.\\-]+\.service)(?:/|\n|$)`)
+
+// ProcessCommand reads what /proc says of pid's command line, environment and working
+// directory. The environment is nil when it cannot be read (another user's process); the
+// working directory is the /proc link itself then, which resolves as the process would.
+func ProcessCommand(pid int) (argv []string, env Environment) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	raw, _ := os.ReadFile(dir + "/cmdline")
+	cwd, err := os.Readlink(dir + "/cwd")
+	if err != nil {
+		cwd = dir + "/cwd"
+	}
+	environ, _ := os.ReadFile(dir + "/environ")
+	return nulSeparated(raw), EnvironmentOf(nulSeparated(environ), cwd)
 }
 
 func nulSeparated(b []byte) []string {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/etcdmedic/etcdmedic/deployment"
 )
 
 // FindProcess finds a running etcd on dataDir, however it was started (by this runtime, a
@@ -66,31 +68,21 @@ func cmdline(pid int) []string {
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
-// dataDirOf returns the data dir of an etcd process: its --data-dir flag, else ETCD_DATA_DIR
-// from its environment (distro unit files configure etcd that way); "" if neither, or if the
-// process is not an etcd (an `etcdmedic guard --data-dir X` is not the member).
+// dataDirOf returns the data dir of an etcd process as etcd resolves it (deployment.FromCommand
+// over its command line, environment and working directory): a config file wins over flags and
+// ETCD_* variables, -flag counts as --flag, a relative path is under its working directory. ""
+// if it cannot be told, or if the process is not an etcd (an `etcdmedic guard --data-dir X` is
+// not the member).
 func dataDirOf(pid int, args []string) string {
 	if !looksLikeEtcd(args) {
 		return ""
 	}
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--data-dir="); ok {
-			return v
-		}
-		if a == "--data-dir" && i+1 < len(args) {
-			return args[i+1]
-		}
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	_, env := deployment.ProcessCommand(pid)
+	s, err := deployment.FromCommand(args, env)
 	if err != nil {
-		return ""
+		return "" // etcd would not run so, or its config file is unreadable: Holders still sees it
 	}
-	for _, kv := range strings.Split(string(b), "\x00") {
-		if v, ok := strings.CutPrefix(kv, "ETCD_DATA_DIR="); ok {
-			return v
-		}
-	}
-	return ""
+	return s.DataDir
 }
 
 // looksLikeEtcd: an etcd server (etcd, PD's pd-server, or etcdmedic's own `etcdmedic etcd`),

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/etcdmedic/etcdmedic/deployment"
 )
 
 // Holders returns the pids of the processes that have a file of the data dir open. A running
@@ -112,19 +113,9 @@ func Describe(pid int) Process {
 	if p.ParentPID > 0 {
 		p.ParentCommand = strings.Join(cmdline(p.ParentPID), " ")
 	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
-		cg := string(b)
-		p.Pod = strings.Contains(cg, "kubepods")
-		if m := unitPattern.FindStringSubmatch(cg); m != nil && !p.Pod {
-			p.Unit = m[1]
-		}
-	}
+	p.Unit, p.Pod = deployment.Supervisor(pid)
 	return p
 }
-
-// unitPattern finds a system service in a cgroup path (user@1000.service is a login session,
-// not etcd's unit).
-var unitPattern = regexp.MustCompile(`system\.slice/(?:[^/\n]*/)*?([A-Za-z0-9@_.\\-]+\.service)(?:/|\n|$)`)
 
 // knownSupervisors start again what they run.
 var knownSupervisors = []string{"systemd", "kubelet", "containerd-shim", "conmon", "runsv", "s6-supervise", "supervisord", "dockerd", "crio"}
