@@ -40,12 +40,14 @@ type Env struct {
 
 // Result is one drill's outcome.
 type Result struct {
-	Drill     string  `json:"drill"`
-	Incident  string  `json:"incident"`
-	Timeline  []Event `json:"timeline"`
-	Acked     int     `json:"ackedWrites"`
-	Failed    int     `json:"failedWrites"` // refused while the cluster was broken: never acknowledged
-	Lost      int     `json:"lostWrites"`   // acknowledged, then missing: must be 0
+	Drill    string  `json:"drill"`
+	Incident string  `json:"incident"`
+	Timeline []Event `json:"timeline"`
+	Acked    int     `json:"ackedWrites"`
+	// Failed are the ledger's writes that returned an error: not acknowledged, but a timeout
+	// may still have been applied (ledger.Failed), so nothing is promised about them.
+	Failed    int     `json:"failedWrites"`
+	Lost      int     `json:"lostWrites"` // acknowledged, then missing: must be 0
 	Repair    string  `json:"repair"`
 	RepairSec float64 `json:"repairSeconds"`
 	Passed    bool    `json:"passed"`
@@ -173,7 +175,7 @@ func (r *recorder) count(ctx context.Context, endpoints []string) error {
 		return err
 	}
 	r.result.Acked, r.result.Failed, r.result.Lost = len(acked), r.ledger.Failed(), len(missing)
-	r.say("%d writes acknowledged, %d refused while broken (never acknowledged), %d acknowledged writes lost", len(acked), r.ledger.Failed(), len(missing))
+	r.say("%d writes acknowledged, %d errored while broken (not acknowledged; may or may not have been applied), %d acknowledged writes lost", len(acked), r.ledger.Failed(), len(missing))
 	return nil
 }
 

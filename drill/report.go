@@ -94,7 +94,7 @@ polyline{fill:none;stroke-width:1.8}
 {{- else}}
 <tr><th>Repair</th><td>{{printf "%.1f" .RepairSec}} s{{if .Repair}}: {{.Repair}}{{end}}</td></tr>
 {{- if or .Acked .Failed .Lost}}
-<tr><th>Ledger writes</th><td>{{.Acked}} acknowledged, {{.Failed}} refused while broken, {{.Lost}} acknowledged then lost</td></tr>
+<tr><th>Ledger writes</th><td>{{.Acked}} acknowledged, {{.Failed}} errored while broken (not acknowledged; may or may not have been applied), {{.Lost}} acknowledged then lost</td></tr>
 {{- end}}
 {{- with .Checked}}
 <tr><th>Workload operations</th><td>{{.Acked}} acknowledged ({{printf "%.0f" .OpsPerSec}}/s), {{.Failed}} failed, {{.Indeterminate}} indeterminate; {{.WatchEvents}} watch events</td></tr>

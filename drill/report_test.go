@@ -61,7 +61,7 @@ func TestWriteReport(t *testing.T) {
 		{
 			name:    "drill without workload: ledger only, no charts",
 			results: []*Result{{Drill: "stale-volume", Acked: 50, Failed: 3, Timeline: []Event{{AtSec: 2, What: "volume reused"}}}},
-			want:    []string{`<span class="status failed">failed</span>`, "50 acknowledged, 3 refused", "none recorded", "t+2.0s</span>volume reused"},
+			want:    []string{`<span class="status failed">failed</span>`, "50 acknowledged, 3 errored while broken (not acknowledged; may or may not have been applied)", "none recorded", "t+2.0s</span>volume reused"},
 			notWant: []string{"<svg"},
 		},
 		{
