@@ -109,6 +109,10 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	if r.kube != nil {
 		r.kube.w.Pause()
 	}
+	// A write that timed out just before the pause may still be in the leader's pipeline: if it
+	// committed after the commit index waitApplied reads, on the two disks the cut wipes, a
+	// watcher could see a revision the recovered cluster hands out again. Let it commit first.
+	time.Sleep(pendingProposalsSettle)
 	if err := waitApplied(ctx, sb, survivor, 5*time.Second); err != nil {
 		return err
 	}
@@ -188,6 +192,11 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	}
 	return r.countHeld(ctx, sb.Endpoints(), acked, disk)
 }
+
+// pendingProposalsSettle is the wait after the workload's pause before the commit index the
+// survivor must apply is read: a proposal whose client gave up commits within it on a cluster
+// that still commits (the ledger writers go on, so the index never stands still).
+const pendingProposalsSettle = time.Second
 
 // waitApplied waits until member's db has applied every entry the cluster's leader had
 // committed when it was called: etcd applies only entries its log has synced, so they are on
