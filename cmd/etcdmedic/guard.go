@@ -70,8 +70,11 @@ included) move aside on the same filesystem, with a checksum manifest and the in
 never deleted. With --rejoin the member is then added back as a learner; with --start it is also
 started (as a local process), and promoted once caught up.
 
-Exit codes: 0 safe to start, 2 not safe (run again with --fix), 3 UNKNOWN, UNREADABLE or could
-not run.`,
+Exit codes: 0 safe to start; 2 not safe: do not start the member, and do what the NEXT lines
+say (--fix where there is something to move aside; for an EMPTY data dir whose member is not
+added yet, member add first: an init container waits, as etcd would otherwise bootstrap a
+cluster of its own; for one whose member ran before, member replace); 3 UNKNOWN, UNREADABLE or
+could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dataDir, walDir, spec, err := o.from.dataDirFrom(o.dataDir)

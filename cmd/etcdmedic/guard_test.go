@@ -393,6 +393,12 @@ func TestGuardEmptyAndMissingDirsAreSafe(t *testing.T) {
 	_, peer := newURLs(t)
 	if code, g, _ := runGuard(t, "--data-dir", empty, "--name", "m2", "--peer-urls", peer, "--endpoints", c.Member("m1").ClientURL); code != exitCritical || g.Verdict.Safe {
 		t.Errorf("empty, member not added: exit %d, %+v", code, g.Verdict)
+	} else if next := strings.Join(g.Next, " "); !strings.Contains(next, "member add m2 --learner --peer-urls="+peer) || strings.Contains(next, "--fix") {
+		t.Errorf("empty, member not added: the next step is member add, never --fix (it moves nothing): %v", g.Next)
+	}
+	// The help says the same as the exit code: 2, and member add first.
+	if _, help, _ := runCLI(t, "guard", "--help"); !strings.Contains(help, "for an EMPTY data dir whose member is not\nadded yet, member add first") || strings.Contains(help, "2 not safe (run again with --fix)") {
+		t.Errorf("guard --help on exit 2:\n%s", help)
 	}
 	if _, err := c.Client(t).MemberAddAsLearner(t.Context(), []string{peer}); err != nil {
 		t.Fatal(err)
