@@ -167,6 +167,8 @@ func BuildView(probes []*Probe, at time.Time) *View {
 	})
 	for _, p := range probes {
 		switch {
+		case best == nil:
+			// No member list at all (a learner is refused one): nobody can be called a stranger.
 		case p.Reached && (p.Status.ClusterID != v.ClusterID || !members[p.Status.MemberID]):
 			v.Strangers = append(v.Strangers, p)
 		case !p.Reached && !v.claimed(p):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,22 +93,44 @@ func (o *doctorOptions) diagnose(ctx context.Context) doctorResult {
 	return doctorResult{View: v, Findings: fs}
 }
 
-// doctorVerdict maps a result to the exit code; no member reached at all means doctor could
-// not run.
+// doctorVerdict maps a result to the exit code; no member reached at all, or no member list
+// from any that answered, means doctor could not run.
 func doctorVerdict(res doctorResult) error {
-	reached := false
-	var errs []string
+	var reached, errs []string
+	learner := false
 	for _, p := range res.Probes {
-		if p.Reached {
-			reached = true
-		} else if p.Error != "" {
+		switch {
+		case p.Reached && p.Status.IsLearner:
+			learner = true
+			reached = append(reached, p.Endpoint+" is a learner: etcd gives a learner no member list")
+		case p.Reached:
+			reached = append(reached, p.Endpoint+" gave no member list: "+cmp.Or(p.MembersErr, "an empty one"))
+		case p.Error != "":
 			errs = append(errs, p.Endpoint+": "+p.Error)
 		}
 	}
-	if !reached {
+	switch {
+	case len(reached) == 0:
 		return failf("check --endpoints, the certificates (--cacert/--cert/--key) and that etcd runs", "no endpoint reachable (%s)", strings.Join(errs, "; "))
+	case len(res.Members) == 0:
+		hint := "give the endpoint of a voter"
+		if !learner {
+			hint = "check the user's permissions (--user) and the members' logs, or give another member's endpoint"
+		}
+		return failf(hint, "reached %s but got no member list, so there is no membership to judge (%s)", strings.Join(endpointsOf(res.Probes), ", "), strings.Join(append(reached, errs...), "; "))
 	}
 	return verdictFor(res.Findings)
+}
+
+// endpointsOf lists the endpoints that answered.
+func endpointsOf(probes []*cluster.Probe) []string {
+	var out []string
+	for _, p := range probes {
+		if p.Reached {
+			out = append(out, p.Endpoint)
+		}
+	}
+	return out
 }
 
 // runWatch re-runs the diagnosis every interval and prints only what changed.

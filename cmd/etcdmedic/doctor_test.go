@@ -309,6 +309,27 @@ func TestDoctorLearners(t *testing.T) {
 	}
 }
 
+// Review item 8: an operator checks a freshly joined member by its own endpoint. etcd gives a
+// learner no member list, so there is no membership to judge: exit 3 with one line saying so,
+// not "FINDINGS: none" with the learner shown as not a member.
+func TestDoctorOnlyALearnersEndpoint(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	l1 := c.AddMember(t, "l1", etcdtest.AddOptions{Learner: true})
+	code, out, errOut := runCLI(t, "doctor", "--endpoints", l1.ClientURL, "--command-timeout", "3s")
+	if code != exitFailed || out != "" || !strings.Contains(errOut, "is a learner") || !strings.Contains(errOut, "voter") || strings.Count(errOut, "Error:") != 1 {
+		t.Fatalf("doctor on a learner's endpoint: exit %d\nstdout %q\nstderr %q", code, out, errOut)
+	}
+	code, d := doctor(t, []string{l1.ClientURL})
+	if code != exitFailed || len(d.Members) != 0 || len(d.Findings) != 0 {
+		t.Fatalf("-w json: exit %d, %d members, %s", code, len(d.Members), d.ids())
+	}
+	code, out, _ = runCLI(t, "doctor", "-w", "json", "--endpoints", l1.ClientURL, "--command-timeout", "3s")
+	if code != exitFailed || !strings.Contains(out, `"strangers": []`) {
+		t.Errorf("a learner must not be listed as a stranger: exit %d\n%s", code, out)
+	}
+}
+
 func TestDoctorVersionSkew(t *testing.T) {
 	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Versions: []string{etcdtest.V3_5_24, etcdtest.V3_5_24, etcdtest.V3_6}})
