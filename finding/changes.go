@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/etcdmedic/etcdmedic"
 	"github.com/etcdmedic/etcdmedic/cluster"
 )
 
@@ -45,7 +46,8 @@ func (c Change) String() string {
 	return fmt.Sprintf("member %s: %s -> %s", c.Subject, c.From, c.To)
 }
 
-// Changes lists what differs from prev to cur: findings first, then members by name.
+// Changes lists what differs from prev to cur: findings first, then members, tracked by ID and
+// named by their label.
 func Changes(prev, cur Judged) []Change {
 	key := func(f Finding) string { return f.ID + " " + f.Subject }
 	before, after := map[string]bool{}, map[string]bool{}
@@ -67,31 +69,39 @@ func Changes(prev, cur Judged) []Change {
 		}
 	}
 	was, is := memberStates(prev.View), memberStates(cur.View)
-	for _, name := range sortedKeys(is) {
+	for _, id := range sortedIDs(is) {
+		m, before := is[id], was[id]
 		switch {
-		case was[name] == "":
-			out = append(out, Change{Kind: MemberJoined, Subject: name, To: is[name]})
-		case was[name] != is[name]:
-			out = append(out, Change{Kind: MemberChanged, Subject: name, From: was[name], To: is[name]})
+		case before.state == "":
+			out = append(out, Change{Kind: MemberJoined, Subject: m.label, To: m.state})
+		case before.state != m.state:
+			out = append(out, Change{Kind: MemberChanged, Subject: m.label, From: before.state, To: m.state})
 		}
 	}
-	for _, name := range sortedKeys(was) {
-		if is[name] == "" {
-			out = append(out, Change{Kind: MemberLeft, Subject: name, From: was[name]})
+	for _, id := range sortedIDs(was) {
+		if is[id].state == "" {
+			out = append(out, Change{Kind: MemberLeft, Subject: was[id].label, From: was[id].state})
 		}
 	}
 	return out
 }
 
-// memberStates is each member's "up"/"down" with its role, by its short label.
-func memberStates(v *cluster.View) map[string]string {
-	s := map[string]string{}
+// memberLook is one member as one look saw it.
+type memberLook struct{ label, state string }
+
+// memberStates is each member's state with its role, by member ID: names repeat (etcd's
+// "default"), and a replacement may keep the name of the member it replaced.
+func memberStates(v *cluster.View) map[etcdmedic.ID]memberLook {
+	s := map[etcdmedic.ID]memberLook{}
 	if v == nil {
 		return s
 	}
 	for _, m := range v.Members {
 		st := "down"
-		if m.Up() {
+		switch {
+		case m.Unknown():
+			st = string(m.State) // not probed, could not probe: neither up nor down
+		case m.Up():
 			st = "up"
 			if m.IsLearner {
 				st += ", learner"
@@ -100,16 +110,20 @@ func memberStates(v *cluster.View) map[string]string {
 				st += ", leader"
 			}
 		}
-		s[m.ShortLabel()] = st
+		s[m.ID] = memberLook{label: m.ShortLabel(), state: st}
 	}
 	return s
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// sortedIDs orders members by label, then ID, so output is stable.
+func sortedIDs(m map[etcdmedic.ID]memberLook) []etcdmedic.ID {
+	ids := make([]etcdmedic.ID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
 	}
-	sort.Strings(keys)
-	return keys
+	sort.Slice(ids, func(i, j int) bool {
+		a, b := m[ids[i]], m[ids[j]]
+		return a.label < b.label || (a.label == b.label && ids[i] < ids[j])
+	})
+	return ids
 }

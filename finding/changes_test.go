@@ -1,6 +1,7 @@
 package finding
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,47 @@ func TestChangesBetweenTwoLooks(t *testing.T) {
 			}
 			if tc.want == nil && len(got) > 0 {
 				t.Errorf("changes %q, want none", got)
+			}
+		})
+	}
+}
+
+// Review item 14: members are tracked by ID. Three members all named "default" (etcd's
+// default name) must not hide each other, and a replacement that keeps the old name (a new ID)
+// is the old member leaving and a new one joining.
+func TestChangesTrackMembersByID(t *testing.T) {
+	named := func(ps []*cluster.Probe, name string, renamed ...string) []*cluster.Probe {
+		for _, p := range ps {
+			for i := range p.Members {
+				if len(renamed) == 0 || slices.Contains(renamed, p.Members[i].ID.String()) {
+					p.Members[i].Name = name
+				}
+			}
+		}
+		return ps
+	}
+	healthy := named(withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100)}, "a", "b", "c"), "default")
+	oneDown := named(withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, down), probe("c", "a", 100)}, "a", "b", "c"), "default")
+	before := withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("c", "a", 100)}, "a", "b", "c")
+	replaced := named(withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100), probe("d", "a", 100)}, "a", "b", "d"), "nc", "d")
+	for _, tc := range []struct {
+		name      string
+		prev, cur []*cluster.Probe
+		want      []string
+	}{
+		{"three members named default, one goes down", healthy, oneDown, []string{"member default: up -> down"}},
+		{"m3 replaced by a member of the same name", before, replaced, []string{
+			"member nc joined the membership (up)", "member nc left the membership"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, c := range Changes(judged(tc.prev), judged(tc.cur)) {
+				if c.Kind != FindingRaised && c.Kind != FindingCleared {
+					got = append(got, c.String())
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("member changes %q, want %q", got, tc.want)
 			}
 		})
 	}
