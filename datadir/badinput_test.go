@@ -247,3 +247,86 @@ func openForLock(t *testing.T, path string) *os.File {
 	t.Cleanup(func() { f.Close() })
 	return f
 }
+
+// The WAL dir as etcd lists it (checkWALNames): a .wal file with an odd name is ignored and
+// listed, a symlinked segment is read through its link, and only a real gap in the sequence is
+// damage, named by the missing sequence. Each of these made the whole WAL invisible, and a
+// healthy member read as data-without-wal (review item 12).
+func TestInspectListsTheWALAsEtcdDoes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, walDir, seg string)
+		// ignored: the names listed as ignored; corrupt: the wal-corrupt detail, "" for none.
+		ignored []string
+		corrupt string
+	}{
+		{"a backup.wal beside the segment", func(t *testing.T, walDir, seg string) {
+			writeTestFile(t, filepath.Join(walDir, "backup.wal"), "a copy someone made")
+		}, []string{"backup.wal"}, ""},
+		{"a name with the wrong shape", func(t *testing.T, walDir, seg string) {
+			writeTestFile(t, filepath.Join(walDir, "0-x.wal"), "")
+		}, []string{"0-x.wal"}, ""},
+		{"the segment symlinked from another disk", func(t *testing.T, walDir, seg string) {
+			moved := filepath.Join(t.TempDir(), filepath.Base(seg))
+			if err := os.Rename(seg, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, seg); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, ""},
+		{"segment 1 missing between 0 and 2", func(t *testing.T, walDir, seg string) {
+			copyTestFile(t, seg, filepath.Join(walDir, "0000000000000002-0000000000000000.wal"))
+		}, nil, "WAL segment sequence 0000000000000001 is missing between 0000000000000000-0000000000000000.wal and 0000000000000002-0000000000000000.wal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := stoppedMember(t)
+			seg, lastIndex, err := LastWALSegment(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change(t, filepath.Dir(seg), seg)
+			r, err := Inspect(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Kind != KindEtcdMember || r.Raft == nil || r.Raft.LastIndex != lastIndex || r.Backend == nil {
+				t.Fatalf("want a member read to index %d, got kind %s (%s), raft %+v", lastIndex, r.Kind, r.KindReason, r.Raft)
+			}
+			if strings.Join(r.Raft.IgnoredWALFiles, ",") != strings.Join(tc.ignored, ",") {
+				t.Errorf("ignored %v, want %v", r.Raft.IgnoredWALFiles, tc.ignored)
+			}
+			if tc.ignored != nil {
+				wantFinding(t, r, finding.IDWALFilesIgnored)
+			}
+			fs := finding.ForDataDir(r)
+			if tc.corrupt == "" {
+				if w := finding.Worst(fs); w == finding.Critical || w == finding.Warning {
+					t.Errorf("a healthy member: want no warning, got %+v", fs)
+				}
+				return
+			}
+			if r.Raft.Tail == nil || r.Raft.Tail.Kind != "missing-segment" || !strings.Contains(r.Raft.Tail.Detail, tc.corrupt) {
+				t.Fatalf("want a missing-segment problem containing %q, got %+v", tc.corrupt, r.Raft.Tail)
+			}
+			wantFinding(t, r, finding.IDWALCorrupt)
+		})
+	}
+}
+
+func writeTestFile(t *testing.T, path, contents string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(contents), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyTestFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, dst, string(b))
+}

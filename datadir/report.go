@@ -87,6 +87,9 @@ type Raft struct {
 	// PendingSnapshotDBs are backends received from a leader and not yet applied.
 	PendingSnapshotDBs []string     `json:"pendingSnapshotDBs"`
 	Tail               *TailProblem `json:"tailProblem,omitempty"`
+	// IgnoredWALFiles are .wal files in the WAL dir whose names are not <seq>-<index>.wal:
+	// etcd ignores them, and so does inspect.
+	IgnoredWALFiles []string `json:"ignoredWALFiles,omitempty"`
 }
 
 // Options tune an inspection.
@@ -126,7 +129,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 	snapDir := filepath.Join(r.MemberDir, "snap")
 	dbPath := filepath.Join(snapDir, "db")
 
-	segs, err := listWALSegments(walDir)
+	segs, ignored, err := listWAL(walDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list WAL in %s: %v", ErrNotInspectable, walDir, err)
 	}
@@ -142,6 +145,7 @@ func Inspect(path string, opts Options) (*Report, error) {
 	r.Raft = &Raft{
 		HardState: ws.HardState, LastIndex: ws.LastIndex, LastTerm: ws.LastTerm, Entries: ws.Entries,
 		WALSegments: len(ws.Segments), Segments: ws.Segments, Tail: ws.Tail, PendingSnapshotDBs: []string{},
+		IgnoredWALFiles: ignored,
 	}
 	for _, s := range ws.Segments {
 		r.Raft.WALBytes += s.Bytes
@@ -350,9 +354,20 @@ func (r *Report) classifyApart(member, walDir string) error {
 	return nil
 }
 
+// isWALDir reports whether dir holds a .wal file etcd would read as a segment (an odd name
+// such as backup.wal does not count, as etcd ignores it; a segment etcdmedic then cannot read
+// is an error of inspect, not a missing WAL).
 func isWALDir(dir string) bool {
-	segs, err := listWALSegments(dir)
-	return err == nil && len(segs) > 0
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if _, _, ok := parseWALName(e.Name()); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func dirExists(dir string) bool {

@@ -50,7 +50,7 @@ type TailProblem struct {
 	Newest      bool   `json:"newest,omitempty"`
 	Segment     string `json:"segment"`
 	Offset      int64  `json:"offset"`
-	Kind        string `json:"kind"` // "torn-write", "crc-mismatch", "truncated", "undecodable", "invalid-log"
+	Kind        string `json:"kind"` // "torn-write", "crc-mismatch", "truncated", "undecodable", "invalid-log", "missing-segment"
 	Detail      string `json:"detail"`
 }
 
@@ -75,38 +75,68 @@ const bigRecordBytes = 64 << 10
 // entry's type, term and index.
 const headBytes = 96
 
-// listWALSegments returns the WAL segments in order, or an error naming the bad file.
+// listWALSegments returns the WAL segments in order, or an error naming a file that cannot be
+// read as one.
 func listWALSegments(dir string) ([]WALSegment, error) {
+	segs, _, err := listWAL(dir)
+	return segs, err
+}
+
+// listWAL lists a WAL dir as etcd does (storage/wal/util.go readWALNames, checkWALNames): a
+// .wal file whose name is not <seq>-<index>.wal is ignored ("ignored file in WAL directory"),
+// and returned in ignored; a symlinked segment is followed, as etcd opens it. A sequence gap
+// is not an error here: walGap names it.
+func listWAL(dir string) (segs []WALSegment, ignored []string, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var segs []WALSegment
 	for _, e := range ents {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".wal") {
 			continue // .tmp files of a segment being cut, lock files
 		}
-		if !e.Type().IsRegular() {
-			return nil, fmt.Errorf("WAL file %s is not a regular file", name)
+		seq, index, ok := parseWALName(name)
+		if !ok {
+			ignored = append(ignored, name)
+			continue
 		}
-		var seq, index uint64
-		if _, err := fmt.Sscanf(name, "%016x-%016x.wal", &seq, &index); err != nil {
-			return nil, fmt.Errorf("WAL file %s: name is not <seq>-<index>.wal", name)
-		}
-		info, err := e.Info()
+		info, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
-			return nil, err
+			return nil, nil, fmt.Errorf("WAL file %s: %w", name, err)
+		}
+		if !info.Mode().IsRegular() {
+			return nil, nil, fmt.Errorf("WAL file %s is not a regular file", name)
 		}
 		segs = append(segs, WALSegment{Name: name, Seq: seq, Index: index, Bytes: info.Size()})
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].Seq < segs[j].Seq })
+	return segs, ignored, nil
+}
+
+// parseWALName is etcd's parseWALName.
+func parseWALName(name string) (seq, index uint64, ok bool) {
+	_, err := fmt.Sscanf(name, "%016x-%016x.wal", &seq, &index)
+	return seq, index, err == nil && strings.HasSuffix(name, ".wal")
+}
+
+// walGap returns the number of segments before the first break in their sequence (all of them
+// if there is none), and the problem naming the missing sequence. etcd refuses such a WAL: the
+// segment after the gap starts with the CRC of the missing one (ValidSnapshotEntries fails
+// with ErrCRCMismatch, selectWALFiles with "file sequence numbers ... do not increase
+// continuously").
+func walGap(segs []WALSegment) (int, *TailProblem) {
 	for i := 1; i < len(segs); i++ {
 		if segs[i].Seq != segs[i-1].Seq+1 {
-			return segs, fmt.Errorf("WAL segments are not contiguous: %s follows %s", segs[i].Name, segs[i-1].Name)
+			missing := fmt.Sprintf("%016x", segs[i-1].Seq+1)
+			if segs[i].Seq > segs[i-1].Seq+2 {
+				missing += fmt.Sprintf(" to %016x", segs[i].Seq-1)
+			}
+			return i, &TailProblem{Segment: segs[i].Name, Kind: "missing-segment",
+				Detail: fmt.Sprintf("WAL segment sequence %s is missing between %s and %s: etcd refuses to open this WAL; the entries from %s on are not read", missing, segs[i-1].Name, segs[i].Name, segs[i].Name)}
 		}
 	}
-	return segs, nil
+	return len(segs), nil
 }
 
 // walReader decodes records across segments the way etcd does: a zero length or the end of a

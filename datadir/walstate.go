@@ -74,6 +74,21 @@ func readWAL(dir, snapDir string, full bool) (*walState, error) {
 	if len(segs) == 0 {
 		return nil, fmt.Errorf("no .wal segments in %s", dir)
 	}
+	// Past a gap in the sequence nothing is history etcd would read: read up to it.
+	n, gap := walGap(segs)
+	if gap != nil {
+		st, err := readWALBefore(dir, snapDir, segs[:n], full)
+		if err != nil {
+			return nil, err
+		}
+		st.Tail = gap
+		return st, nil
+	}
+	return readWALBefore(dir, snapDir, segs, full)
+}
+
+// readWALBefore reads the contiguous segments segs.
+func readWALBefore(dir, snapDir string, segs []WALSegment, full bool) (*walState, error) {
 	snaps, _, _ := listSnapFiles(snapDir)
 	for i, sf := range snaps {
 		if i == 3 {

@@ -16,6 +16,7 @@ const (
 	IDMemberNotInCluster  = "member-not-in-own-membership"
 	IDWALTornTail         = "wal-torn-tail"
 	IDWALCorrupt          = "wal-corrupt"
+	IDWALFilesIgnored     = "wal-files-ignored"
 	IDBackendUnreadable   = "backend-unreadable"
 	IDBackendCorrupt      = "backend-corrupt"
 	IDSnapshotUnreadable  = "snapshot-unreadable"
@@ -75,6 +76,15 @@ func walFindings(r *datadir.Report) []Finding {
 				Remedy:   fmt.Sprintf("Do not start etcd on this data dir. If the cluster still has quorum, replace this member (etcdctl member remove %s, move %s aside, add it back as a learner with an empty data dir). If quorum is lost, this dir still holds history up to index %d for a recovery: keep it.", r.Identity.MemberID, r.Path, r.Raft.LastIndex),
 			})
 		}
+	}
+	if len(r.Raft.IgnoredWALFiles) > 0 {
+		out = append(out, Finding{
+			ID: IDWALFilesIgnored, Severity: Info, Subject: r.WALDir,
+			Summary:  fmt.Sprintf("%d file(s) in the WAL dir end in .wal but are not named <seq>-<index>.wal: etcd ignores them", len(r.Raft.IgnoredWALFiles)),
+			Evidence: []Evidence{{"ignored", strings.Join(r.Raft.IgnoredWALFiles, ", ")}, {"segments read", fmt.Sprint(r.Raft.WALSegments)}},
+			Why:      "etcd reads only files named <seq>-<index>.wal (it logs \"ignored file in WAL directory\" for the others), so the member's log is the segments listed, and these files are not part of it.",
+			Remedy:   fmt.Sprintf("Nothing to do for etcd. If they are copies of segments, move them out of %s (keep them), so that no one takes them for part of the log.", r.WALDir),
+		})
 	}
 	if r.Raft.SnapshotError != "" {
 		out = append(out, Finding{
