@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdmedic/etcdmedic"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/datadir"
 	"github.com/etcdmedic/etcdmedic/runlock"
@@ -38,6 +37,10 @@ type Options struct {
 	Progress io.Writer
 	// Now is the quarantine's clock; nil for time.Now.
 	Now func() time.Time
+	// MemberFlags are the flags that named the member on the command line (--from-config FILE,
+	// or --data-dir, --wal-dir, --name, --peer-urls), for the commands guard prints; nil: built
+	// from DataDir, WALDir and Expect.
+	MemberFlags []string
 	// Observe builds the live cluster's view; nil for cluster.Observe (tests give a view).
 	Observe func(ctx context.Context, conn cluster.Conn) *cluster.View
 }
@@ -195,7 +198,7 @@ func (o Options) act(res *Result, report *datadir.Report, view *cluster.View) (g
 	case v.Class == Unknown && answering(view):
 		// The cluster answered, but is not proven to be this member's (another cluster's data).
 		res.next("Do not start etcd on this data dir, and do not move it: "+v.Reason+".",
-			fmt.Sprintf("If %s are this cluster's endpoints, add the member first (%s), then run guard again; else run guard with this cluster's endpoints (--endpoints, or --discover-kubeadm).", o.endpoints(), o.memberAdd()))
+			fmt.Sprintf("If %s are this cluster's endpoints, add the member first (%s), then run guard again; else run guard with this cluster's endpoints (--endpoints, or --discover-kubeadm).", strings.Join(o.Conn.Endpoints, ","), o.memberAdd()))
 		return false, nil
 	case v.Class == Unknown && empty:
 		res.next("Do not start the member yet: with the live cluster out of reach, nothing tells whether it ran before (then its data is gone and it must be replaced) or is new (then it must be added first).",
@@ -220,8 +223,8 @@ func (o Options) act(res *Result, report *datadir.Report, view *cluster.View) (g
 		return false, nil
 	case !o.Fix:
 		res.next("Do not start etcd on this data dir.",
-			fmt.Sprintf("Quarantine it (moved aside with checksums, never deleted): etcdmedic guard --data-dir %s --endpoints %s --fix", o.DataDir, o.endpoints()),
-			fmt.Sprintf("Then add the member back as a new learner: %s (or add --rejoin to the guard command)", o.memberAdd()))
+			"Quarantine it (moved aside with checksums, never deleted): "+o.guardCommand("--fix"),
+			fmt.Sprintf("Then add the member back as a new learner: %s%s", o.memberAdd(), o.orRejoin()))
 		return false, nil
 	}
 	q, err := Quarantine(o.DataDir, report, v, o.now())
@@ -281,29 +284,12 @@ func (o Options) rerunAsOwner() string {
 	return "Run the same guard command as the data dir's owner or as root."
 }
 
-func (o Options) memberAdd() string {
-	name := o.Expect.Name
-	if name == "" {
-		name = "<NAME>"
-	}
-	return fmt.Sprintf("etcdctl --endpoints %s member add %s --learner --peer-urls=%s", o.endpoints(), name, strings.Join(o.Expect.PeerURLs, ","))
-}
-
-// memberReplace is the command that replaces m, the member whose data is gone, by a new
-// member of the same name and peer URLs on this (empty) data dir.
-func (o Options) memberReplace(m *etcdmedic.Member) string {
-	return fmt.Sprintf("etcdmedic member replace %s --name %s --peer-urls %s --data-dir %s --backup-dir %s --endpoints %s (or etcdctl member remove %s, then guard --rejoin)",
-		m.Name, m.Name, strings.Join(m.PeerURLs, ","), o.DataDir, o.DataDir+".replace-backup", o.endpoints(), m.ID)
-}
-
 func (o Options) observe(ctx context.Context) *cluster.View {
 	if o.Observe == nil {
 		return cluster.Observe(ctx, o.Conn)
 	}
 	return o.Observe(ctx, o.Conn)
 }
-
-func (o Options) endpoints() string { return strings.Join(o.Conn.Endpoints, ",") }
 
 func (o Options) now() time.Time {
 	if o.Now == nil {

@@ -295,7 +295,13 @@ func TestGuardQuarantinesEachShapeWhole(t *testing.T) {
 				args = append([]string{"--data-dir"}, args...)
 				args = append(args, "--peer-urls", strings.Join(spec.PeerURLs, ","))
 			}
-			code, g, errOut := runGuard(t, append(args, "--endpoints", strings.Join(live.Endpoints(), ","), "--fix")...)
+			// Without --fix guard prints the command that quarantines: it must work when copied
+			// (the --from-* form or --wal-dir kept), so that is what runs.
+			code, g, errOut := runGuard(t, append(args, "--endpoints", strings.Join(live.Endpoints(), ","))...)
+			if code != exitCritical || g.Verdict.Class != guard.Foreign {
+				t.Fatalf("guard %v of another cluster's member: exit %d %+v %s", args, code, g, errOut)
+			}
+			code, g, errOut = runGuard(t, printedGuardCommand(t, g.Next)...)
 			if code != exitOK || g.Verdict.Class != guard.Foreign || g.Quarantined == nil || (old.walDir != "") != (g.Quarantined.WALDir != "") {
 				t.Fatalf("guard %v --fix of another cluster's member: exit %d %+v %s", args, code, g, errOut)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -99,4 +100,27 @@ func (d deploymentFlags) resolveConfig() (deployment.Spec, error) {
 		return deployment.FromPDConfig(d.fromConfig)
 	}
 	return deployment.FromConfigFile(d.fromConfig)
+}
+
+// givenMember is the --from-* flag that named the member, with the flags given over it
+// (--wal-dir, --name, --peer-urls), for a command printed to run again; nil without one (the
+// data dir, WAL dir, name and peer URLs were given as flags).
+func (d deploymentFlags) givenMember(f *pflag.FlagSet) []string {
+	var args []string
+	switch {
+	case d.fromProcess != 0:
+		args = []string{"--from-process", strconv.Itoa(d.fromProcess)}
+	case d.fromConfig != "":
+		args = []string{"--from-config", d.fromConfig}
+	case d.fromUnit != "":
+		args = []string{"--from-unit", d.fromUnit}
+	default:
+		return nil
+	}
+	for _, name := range []string{"wal-dir", "name", "peer-urls"} {
+		if fl := f.Lookup(name); fl != nil && fl.Changed {
+			args = append(args, "--"+name, strings.Trim(fl.Value.String(), "[]"))
+		}
+	}
+	return args
 }

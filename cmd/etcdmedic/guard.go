@@ -39,6 +39,8 @@ type guardOptions struct {
 	etcdCmd    string
 	from       deploymentFlags
 	walDir     string // settled from --wal-dir or the deployment
+	// memberFlags name the member as given (the --from-* form), for the commands guard prints.
+	memberFlags []string
 }
 
 func newGuardCommand(opts *globalOptions) *cobra.Command {
@@ -82,6 +84,7 @@ could not run.`,
 				return failf("give the member's data dir: --data-dir /var/lib/etcd (or --from-process, --from-config, --from-unit)", "%v", err)
 			}
 			o.dataDir, o.walDir = dataDir, walDir
+			o.memberFlags = o.from.givenMember(cmd.Flags())
 			if spec != nil {
 				o.name = cmp.Or(o.name, spec.Name)
 				if len(o.peerURLs) == 0 {
@@ -149,7 +152,7 @@ could not run.`,
 // through member.Joiner, and with --start the linked etcd (or --etcd-command) runs it as a
 // local process: that is process plumbing, so it is settled here, before anything changes.
 func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResult, error) {
-	opts := guard.Options{Conn: o.conn, DataDir: o.dataDir, WALDir: o.walDir, Expect: guard.Expect{Name: o.name, PeerURLs: o.peerURLs}, Fix: o.fix, Progress: progress}
+	opts := guard.Options{Conn: o.conn, DataDir: o.dataDir, WALDir: o.walDir, Expect: guard.Expect{Name: o.name, PeerURLs: o.peerURLs}, Fix: o.fix, Progress: progress, MemberFlags: o.memberFlags}
 	var joined *member.Joined
 	if o.rejoin {
 		j := &member.Joiner{Out: progress}

@@ -77,6 +77,19 @@ func addLearner(t *testing.T, cli *clientv3.Client, peerURLs ...string) *clientv
 	}
 }
 
+// printedGuardCommand is the etcdmedic guard command a next step prints, as its arguments
+// (split on spaces: the tests' paths have none).
+func printedGuardCommand(t *testing.T, next []string) []string {
+	t.Helper()
+	for _, n := range next {
+		if _, cmd, ok := strings.Cut(n, "etcdmedic guard "); ok {
+			return strings.Fields(cmd)
+		}
+	}
+	t.Fatalf("no guard command in the next steps: %v", next)
+	return nil
+}
+
 func newURLs(t *testing.T) (client, peer string) {
 	ports := freePortsForTest(t, 2)
 	return fmt.Sprintf("http://127.0.0.1:%d", ports[0]), fmt.Sprintf("http://127.0.0.1:%d", ports[1])
