@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -97,6 +98,28 @@ func TestResolveUserFollowsEtcdctl(t *testing.T) {
 			}
 			if err == nil && (c.User != tc.wantUser || c.Password != tc.wantPass) {
 				t.Fatalf("user %q password %q, want %q %q", c.User, c.Password, tc.wantUser, tc.wantPass)
+			}
+		})
+	}
+}
+
+// A probe that times out says why gRPC could not connect, when gRPC knows (review item 9).
+func TestDescribeErrKeepsTheLastConnectionError(t *testing.T) {
+	expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"plain timeout", context.DeadlineExceeded, "no answer within the command timeout"},
+		{"gRPC's last connection error", errors.New(`rpc error: code = DeadlineExceeded desc = latest balancer error: connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`),
+			`no answer within the command timeout (last connection error: connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")`},
+		{"refused", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeErr(expired, tc.err); got != tc.want {
+				t.Errorf("got %q\nwant %q", got, tc.want)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sort"
@@ -148,7 +149,7 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 	// A plain TCP connect first: a dead member refuses at once, and saying "connection
 	// refused" beats waiting out gRPC's retries until the timeout.
 	if hostPort, ok := tcpAddress(p.Endpoint); ok {
-		if err := preflight(ctx, conn, hostPort); err != nil {
+		if err := preflight(ctx, conn, p.Endpoint, hostPort); err != nil {
 			p.Error, p.Refused = describeErr(ctx, err), errors.Is(err, syscall.ECONNREFUSED)
 			return
 		}
@@ -243,7 +244,7 @@ func (c Conn) Reach(ctx context.Context, endpoint string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.CommandTimeout, 5*time.Second))
 	defer cancel()
-	if err := preflight(ctx, c, hostPort); err != nil {
+	if err := preflight(ctx, c, endpoint, hostPort); err != nil {
 		return fmt.Errorf("%s: %s", endpoint, describeErr(ctx, err))
 	}
 	return nil
@@ -260,10 +261,15 @@ var errLearner = errors.New("not asked (etcd serves a learner no linearizable re
 var errNotAsked = errors.New("not asked (probed for what a member answers without quorum)")
 
 // preflight connects (and, with TLS, shakes hands) once: a dead member refuses at once, and
-// a wrong CA gets its real reason, where the etcd client would only time out.
-func preflight(ctx context.Context, conn Conn, hostPort string) error {
+// a wrong CA or a missing client certificate gets its real reason, where the etcd client would
+// only time out. An https endpoint gets TLS without TLS flags too, with the system's roots, as
+// the etcd client (and etcdctl) does.
+func preflight(ctx context.Context, conn Conn, endpoint, hostPort string) error {
 	d := &net.Dialer{}
 	cfg, err := conn.tlsConfig()
+	if err == nil && cfg == nil && securedScheme(endpoint) {
+		cfg = &tls.Config{}
+	}
 	if err != nil || cfg == nil {
 		c, err := d.DialContext(ctx, "tcp", hostPort)
 		if err == nil {
@@ -278,10 +284,35 @@ func preflight(ctx context.Context, conn Conn, hostPort string) error {
 		}
 	}
 	c, err := (&tls.Dialer{NetDialer: d, Config: cfg}).DialContext(ctx, "tcp", hostPort)
-	if err == nil {
-		c.Close()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return afterHandshake(ctx, c)
+}
+
+// afterHandshake reads briefly from a connection whose TLS handshake completed: with TLS 1.3
+// the client finishes before the server has checked its certificate, and a server that wants
+// one (or refuses it) says so only in an alert ("tls: certificate required"). Silence or data
+// (gRPC's settings frame) means the server took it.
+func afterHandshake(ctx context.Context, c net.Conn) error {
+	deadline := time.Now().Add(200 * time.Millisecond)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.SetReadDeadline(deadline)
+	var b [1]byte
+	_, err := c.Read(b[:])
+	var ne net.Error
+	if err == nil || errors.Is(err, io.EOF) || (errors.As(err, &ne) && ne.Timeout()) {
+		return nil
 	}
 	return err
+}
+
+// securedScheme reports whether an endpoint asks for TLS by its scheme.
+func securedScheme(endpoint string) bool {
+	return strings.HasPrefix(endpoint, "https://") || strings.HasPrefix(endpoint, "unixs://")
 }
 
 // tcpAddress returns host:port of a TCP endpoint ("unix://" endpoints have none).
@@ -299,6 +330,11 @@ func tcpAddress(ep string) (string, bool) {
 func describeErr(ctx context.Context, err error) string {
 	msg := err.Error()
 	if ctx.Err() != nil && (errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "DeadlineExceeded") || strings.Contains(msg, "context deadline exceeded")) {
+		// gRPC keeps the last reason it could not connect (a TLS or auth failure) in the
+		// deadline's message: that is the cause, not the timeout.
+		if _, last, ok := strings.Cut(msg, "latest balancer error: "); ok {
+			return "no answer within the command timeout (last connection error: " + firstLine(last) + ")"
+		}
 		return "no answer within the command timeout"
 	}
 	switch {

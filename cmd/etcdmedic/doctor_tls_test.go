@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
@@ -42,6 +43,31 @@ func TestDoctorTLS(t *testing.T) {
 	code, _, errOut = runCLI(t, "doctor", "--endpoints", ep, "--cacert", filepath.Join(t.TempDir(), "nope.crt"))
 	if code != exitFailed || !strings.Contains(errOut, "TLS setup") {
 		t.Fatalf("missing CA file: exit %d: %s", code, errOut)
+	}
+}
+
+// Review item 9: the TLS reasons come at once, not after the whole command timeout: a server
+// that wants a client certificate says so (TLS 1.3 tells only after the handshake), and an
+// https:// endpoint without TLS flags is checked against the system's roots, as etcdctl does.
+func TestDoctorTLSReasonsUpFront(t *testing.T) {
+	t.Parallel()
+	certs := etcdtest.NewCerts(t, "")
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, TLS: certs})
+	ep := c.Member("m1").ClientURL
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		want  string
+	}{
+		{"no client certificate", []string{"--cacert", certs.CAFile}, "certificate required"},
+		{"https without TLS flags", nil, "certificate signed by unknown authority"},
+	} {
+		started := time.Now()
+		code, out, errOut := runCLI(t, append([]string{"doctor", "--endpoints", ep, "--command-timeout", "10s"}, tc.flags...)...)
+		took := time.Since(started)
+		if code != exitFailed || !strings.Contains(errOut, tc.want) || out != "" || took > 5*time.Second {
+			t.Errorf("%s: exit %d after %s\nstdout %q\nstderr %q", tc.name, code, took.Round(time.Millisecond), out, errOut)
+		}
 	}
 }
 
