@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdmedic/etcdmedic/internal/freeport"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	etcdruntime "github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
 )
@@ -108,15 +109,24 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 			sb.Down(5 * time.Second)
 			return nil, err
 		}
-	}
-	if err := sb.save(); err != nil {
-		sb.Down(5 * time.Second)
-		return nil, err
+		// Recorded at once: killed before the next start, this run leaves no member that
+		// sandbox down does not know.
+		if err := sb.save(); err != nil {
+			sb.Down(5 * time.Second)
+			return nil, err
+		}
 	}
 	if err := sb.waitStarted(ctx, opts.ReadyTimeout); err != nil {
 		return sb, err
 	}
 	return sb, nil
+}
+
+// Lock takes the run lock of the sandbox in dir (runlock: a flock beside the folder), so that
+// two commands changing one sandbox (two `sandbox start m2` from a retry loop) never run at once.
+// The second one is refused with who holds it. Release it when the command ends.
+func Lock(dir, purpose string) (*runlock.Lock, error) {
+	return runlock.Acquire(dir, "sandbox "+purpose)
 }
 
 // waitStarted waits until the members just started serve a linearizable read. A member that
@@ -347,6 +357,10 @@ func (sb *Sandbox) StartMemberOn(name string, command []string) error {
 	if m.Running() {
 		return fmt.Errorf("member %s is already running (pid %d)", name, m.PID)
 	}
+	// Not only the recorded pid: an etcd another start (or anything else) left on the data dir.
+	if pid, args, ok := local.FindProcess(m.DataDir); ok {
+		return fmt.Errorf("member %s's data dir %s is in use by pid %d (%s), which %s does not record: not started; etcdmedic sandbox down --dir %s stops a stray etcd of the member", name, m.DataDir, pid, strings.Join(args, " "), StateFile, sb.Dir)
+	}
 	if err := sb.startOn(command, m, sb.initialCluster(), "existing"); err != nil {
 		return err
 	}
@@ -354,7 +368,10 @@ func (sb *Sandbox) StartMemberOn(name string, command []string) error {
 }
 
 // Down stops every member. Data dirs and logs stay in place. A recorded pid that is not its
-// member's etcd is left alone, and reported once every member has been stopped.
+// member's etcd is left alone, and reported once every member has been stopped. Then each data
+// dir is checked: an etcd of the member that sandbox.json does not record (a start that raced
+// another) is stopped too; any other process on it is reported, never signalled. So Down
+// returns nil only when nothing holds a member's data dir.
 func (sb *Sandbox) Down(grace time.Duration) error {
 	var errs []error
 	if sb.Kubernetes != nil { // the apiservers first, as a node's control plane stops
@@ -367,11 +384,31 @@ func (sb *Sandbox) Down(grace time.Duration) error {
 			errs = append(errs, err)
 		}
 		sb.Members[i].PID = 0
+		errs = append(errs, sb.Members[i].stopStrays(grace))
 	}
 	if _, err := os.Stat(sb.Dir); err == nil {
 		errs = append(errs, sb.save())
 	}
 	return errors.Join(errs...)
+}
+
+// stopStrays stops the member's etcd processes on its data dir that sandbox.json does not
+// record, and reports any other process found there.
+func (m *Member) stopStrays(grace time.Duration) error {
+	for range 10 {
+		pid, args, ok := local.FindProcess(m.DataDir)
+		if !ok {
+			return nil
+		}
+		foreign, err := stopOwn(pid, m.isOwnProcess, grace)
+		if foreign {
+			return fmt.Errorf("pid %d (%s) holds %s's data dir %s and is not %s's etcd: not signalled; stop it, then run sandbox down again", pid, strings.Join(args, " "), m.Name, m.DataDir, m.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("signal the etcd of %s that %s does not record (pid %d): %w", m.Name, StateFile, pid, err)
+		}
+	}
+	return fmt.Errorf("%s's data dir %s is still in use after stopping every etcd of it found there", m.Name, m.DataDir)
 }
 
 // stop signals the member's etcd: SIGTERM, then SIGKILL after grace (SIGKILL at once when grace

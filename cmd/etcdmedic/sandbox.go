@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
+	"github.com/etcdmedic/etcdmedic/runlock"
 	"github.com/etcdmedic/etcdmedic/sandbox"
 )
 
@@ -69,6 +71,11 @@ func newSandboxUpCommand(o *sandboxOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			release, err := o.lock("up")
+			if err != nil {
+				return err
+			}
+			defer release()
 			sb, err := sandbox.Up(cmd.Context(), sandbox.Options{Dir: o.dir, Members: members, Command: command})
 			if err != nil {
 				return failf("member logs are in "+o.dir, "sandbox up: %v", err)
@@ -125,10 +132,17 @@ func newSandboxDownCommand(o *sandboxOptions) *cobra.Command {
 		Short: "Stop every sandbox member (data stays unless --purge)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			release, err := o.lock("down")
+			if err != nil {
+				return err
+			}
+			defer release()
 			sb, err := loadSandbox(o.dir)
 			if err != nil {
 				return err
 			}
+			// Down returns nil only once nothing holds a member's data dir, and no other
+			// sandbox command runs meanwhile (the lock): only then is anything purged.
 			if err := sb.Down(10 * time.Second); err != nil {
 				// Not purged: a member that is still running keeps its data dir.
 				return failf("the members whose etcd was found were stopped; see etcdmedic sandbox status --dir "+o.dir, "sandbox down: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -178,6 +192,11 @@ func (o *sandboxOptions) memberCommand(use, short string, act func(sb *sandbox.S
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			release, err := o.lock(use)
+			if err != nil {
+				return err
+			}
+			defer release()
 			sb, err := loadSandbox(o.dir)
 			if err != nil {
 				return err
@@ -188,6 +207,20 @@ func (o *sandboxOptions) memberCommand(use, short string, act func(sb *sandbox.S
 			return o.print(cmd, sb)
 		},
 	}
+}
+
+// lock takes the sandbox's run lock for a subcommand that changes it (up, down, stop, kill,
+// start): two at once would start two etcds on one data dir and record one.
+func (o *sandboxOptions) lock(purpose string) (release func(), err error) {
+	l, err := sandbox.Lock(o.dir, purpose)
+	if err != nil {
+		var held *runlock.HeldError
+		if errors.As(err, &held) {
+			return nil, failf("wait for it to finish", "sandbox %s: %v", purpose, err)
+		}
+		return nil, failf("", "sandbox %s: %v", purpose, err)
+	}
+	return func() { l.Release() }, nil
 }
 
 func loadSandbox(dir string) (*sandbox.Sandbox, error) {

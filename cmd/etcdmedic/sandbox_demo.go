@@ -46,6 +46,13 @@ func newSandboxDemoCommand(opts *globalOptions) *cobra.Command {
 			}
 			step := func(format string, a ...any) { fmt.Fprintf(steps, "==> "+format+"\n", a...) }
 			started := time.Now()
+			if cmd.Flag("dir").Changed { // a folder of its own (a temporary one) needs no lock
+				l, err := sandbox.Lock(dir, "demo")
+				if err != nil {
+					return failf("wait for it to finish", "sandbox demo: %v", err)
+				}
+				defer l.Release()
+			}
 			step("starting a 3-member etcd cluster (the etcd linked into etcdmedic) in %s", dir)
 			sb, err := sandbox.Up(cmd.Context(), sandbox.Options{Dir: dir, Members: 3, Command: command})
 			if sb != nil {
