@@ -25,6 +25,11 @@ type Membership struct {
 	V2CustomKeys int `json:"v2CustomKeys"`
 	// Changes lists the committed membership changes found in the WAL after the snapshot.
 	Changes []MembershipChange `json:"changes"`
+	// V2ReplayedTo is the index up to which the WAL's changes were replayed into V2:
+	// min(last index, max(HardState.Commit, consistent index)); V2ReplayBound says which
+	// ("hardState.commit", "consistent index", "last index").
+	V2ReplayedTo  uint64 `json:"v2ReplayedTo,omitempty"`
+	V2ReplayBound string `json:"v2ReplayBound,omitempty"`
 }
 
 // replay applies committed membership changes to a v2 store view, as etcd v3.5 does when it

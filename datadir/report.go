@@ -195,8 +195,14 @@ func Inspect(path string, opts Options) (*Report, error) {
 		r.MembershipError = "the v2 store cannot be rebuilt: no readable snapshot, and the WAL no longer starts at the beginning"
 		v2Complete = false
 	}
-	v2.replay(ws.Changes, after, ws.HardState.Commit)
-	ms := &Membership{V2: v2.sortedMembers(), V2Removed: sortedIDs(v2.Removed), V2CustomKeys: v2.CustomKeys, Changes: ws.Changes}
+	ci := uint64(0)
+	if be != nil {
+		ci = be.ConsistentIndex
+	}
+	replayTo, bound := v2ReplayBound(ws.HardState.Commit, ci, ws.LastIndex)
+	v2.replay(ws.Changes, after, replayTo)
+	ms := &Membership{V2: v2.sortedMembers(), V2Removed: sortedIDs(v2.Removed), V2CustomKeys: v2.CustomKeys, Changes: ws.Changes,
+		V2ReplayedTo: replayTo, V2ReplayBound: bound}
 	if !v2Complete {
 		ms.V2, ms.V2Removed = nil, nil
 	}
@@ -212,6 +218,26 @@ func Inspect(path string, opts Options) (*Report, error) {
 	r.Membership = ms
 	r.fillIdentity()
 	return r, nil
+}
+
+// v2ReplayBound is the index up to which the v2 store is rebuilt from the WAL, and which
+// bound set it: min(last index, max(HardState.Commit, consistent index)). A HardState whose
+// only change is the commit index is not fsynced, so after a kill HardState.Commit can lag
+// entries the backend has already applied (applied means committed). etcd takes the same max
+// when it keeps "committed" entries (v3.6 etcdserver/bootstrap.go bootstrapWALFromSnapshot,
+// v3.5.24 etcdserver/raft.go restartAsStandaloneNode: "reset Commit to
+// max(HardState.Commit, consistent_index)"), and on a normal restart raft applies the entries
+// up to the consistent index to the v2 store again (v3.5 applyConfChange and
+// applyEntryNormal with ApplyV2storeOnly for an index at or below the consistent index).
+func v2ReplayBound(commit, consistentIndex, lastIndex uint64) (uint64, string) {
+	to, bound := commit, "hardState.commit"
+	if consistentIndex > to {
+		to, bound = consistentIndex, "consistent index"
+	}
+	if to > lastIndex {
+		to, bound = lastIndex, "last index"
+	}
+	return to, bound
 }
 
 // fillIdentity names this member from its own membership: the v3 record first (it survives
