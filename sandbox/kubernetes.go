@@ -56,7 +56,15 @@ func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout t
 	}
 	sb.Kubernetes = k
 	for i := range k.APIServers {
-		if err := sb.startAPIServer(&k.APIServers[i]); err != nil {
+		err := sb.startAPIServer(&k.APIServers[i])
+		if err == nil {
+			err = sb.save() // recorded at once: sandbox down stops what sandbox.json names
+		}
+		if err != nil {
+			// None of the apiservers already started is left running and unrecorded.
+			if serr := sb.stopKubernetes(5 * time.Second); serr != nil {
+				return fmt.Errorf("%w; stopping the apiservers already started: %v (sandbox down --dir %s stops them)", err, serr, sb.Dir)
+			}
 			return err
 		}
 	}
@@ -65,6 +73,20 @@ func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout t
 	}
 	_, err = sb.waitKubernetesReady(ctx, timeout, true)
 	return err
+}
+
+// stopKubernetes stops every apiserver StartKubernetes started and forgets them, after a
+// failed start. One that cannot be stopped stays recorded, for sandbox down.
+func (sb *Sandbox) stopKubernetes(grace time.Duration) error {
+	var errs []error
+	for i := range sb.Kubernetes.APIServers {
+		errs = append(errs, sb.stopAPIServer(&sb.Kubernetes.APIServers[i], grace))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return errors.Join(err, sb.save())
+	}
+	sb.Kubernetes = nil
+	return sb.save()
 }
 
 func (sb *Sandbox) saveKubernetes() error {

@@ -117,10 +117,27 @@ func Up(ctx context.Context, opts Options) (*Sandbox, error) {
 		}
 	}
 	if err := sb.waitStarted(ctx, opts.ReadyTimeout); err != nil {
-		return sb, err
+		// Interrupted or failed: no member is left running; their logs stay.
+		if derr := sb.Down(5 * time.Second); derr != nil {
+			return nil, fmt.Errorf("%w; stopping the members: %v", err, derr)
+		}
+		return nil, &UpFailedError{Dir: dir, Err: err}
 	}
 	return sb, nil
 }
+
+// UpFailedError is a sandbox up that failed once its members had started: they were stopped,
+// and their logs and sandbox.json stay in Dir.
+type UpFailedError struct {
+	Dir string
+	Err error
+}
+
+func (e *UpFailedError) Error() string {
+	return fmt.Sprintf("%v; its members were stopped (logs in %s)", e.Err, e.Dir)
+}
+
+func (e *UpFailedError) Unwrap() error { return e.Err }
 
 // Lock takes the run lock of the sandbox in dir (runlock: a flock beside the folder), so that
 // two commands changing one sandbox (two `sandbox start m2` from a retry loop) never run at once.

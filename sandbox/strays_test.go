@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,6 +28,16 @@ func processesWith(s string) []int {
 		}
 	}
 	return pids
+}
+
+// waitingScript is a stand-in server: it runs, whatever its flags, and never serves.
+func waitingScript(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\nwhile :; do sleep 1; done\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Two `sandbox start m2` at once (two shells, a retry loop): the second etcd runs on the data
@@ -78,5 +91,65 @@ func TestAProcessOnAMembersDataDirThatSandboxJSONDoesNotRecord(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sandbox up that fails once its members run (not ready in time, or interrupted with Ctrl-C)
+// stops them: it used to leave every member running, with only "member logs are in DIR".
+func TestAFailedSandboxUpLeavesNoMemberRunning(t *testing.T) {
+	for _, tc := range []struct {
+		situation string
+		interrupt bool
+	}{
+		{"not ready within the timeout", false},
+		{"interrupted", true},
+	} {
+		t.Run(tc.situation, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "sb")
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.interrupt {
+				time.AfterFunc(time.Second, cancel)
+			}
+			sb, err := Up(ctx, Options{Dir: dir, Members: 2, Command: []string{waitingScript(t, "etcd")}, ReadyTimeout: 3 * time.Second})
+			if sb != nil {
+				t.Cleanup(func() { sb.Down(time.Second) })
+			}
+			var failed *UpFailedError
+			if err == nil || !errors.As(err, &failed) || sb != nil {
+				t.Fatalf("Up: %v, %v", sb, err)
+			}
+			if pids := processesWith(dir); len(pids) > 0 {
+				t.Errorf("members still running after a failed up: %v", pids)
+			}
+			if saved, err := Load(dir); err != nil || saved.Members[0].PID != 0 || saved.Members[1].PID != 0 {
+				t.Errorf("sandbox.json after a failed up: %+v, %v", saved, err)
+			}
+		})
+	}
+}
+
+// An apiserver that cannot be started (here its log cannot be opened) after others were:
+// those are stopped, not left running where sandbox.json does not record them.
+func TestAFailedAPIServerStartLeavesNoneRunning(t *testing.T) {
+	dir := t.TempDir()
+	sb := &Sandbox{Dir: dir, Members: []Member{{Name: "m1", ClientURL: "http://127.0.0.1:23791"}, {Name: "m2", ClientURL: "http://127.0.0.1:23792"}}}
+	if err := os.Mkdir(filepath.Join(dir, "m2-apiserver.log"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := sb.StartKubernetes(t.Context(), waitingScript(t, "kube-apiserver"), 10*time.Second)
+	t.Cleanup(func() {
+		for _, pid := range processesWith(filepath.Join(dir, "kubernetes")) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if err == nil || !strings.Contains(err.Error(), "apiserver log") {
+		t.Fatalf("StartKubernetes: %v", err)
+	}
+	if pids := processesWith(filepath.Join(dir, "kubernetes", "m1")); len(pids) > 0 {
+		t.Errorf("m1's apiserver still runs after m2's failed to start: %v", pids)
+	}
+	if saved, err := Load(dir); err != nil || saved.Kubernetes != nil {
+		t.Errorf("sandbox.json after the failed start: %+v, %v", saved, err)
 	}
 }

@@ -78,7 +78,11 @@ func newSandboxUpCommand(o *sandboxOptions) *cobra.Command {
 			defer release()
 			sb, err := sandbox.Up(cmd.Context(), sandbox.Options{Dir: o.dir, Members: members, Command: command})
 			if err != nil {
-				return failf("member logs are in "+o.dir, "sandbox up: %v", err)
+				var failed *sandbox.UpFailedError
+				if errors.As(err, &failed) {
+					return failf("read the member logs in "+o.dir+", then start over with: etcdmedic sandbox down --dir "+o.dir+" --purge", "sandbox up: %v", err)
+				}
+				return failf("member logs are in "+o.dir+"; if any member still runs: etcdmedic sandbox down --dir "+o.dir, "sandbox up: %v", err)
 			}
 			if kubernetes {
 				if err := startSandboxKubernetes(cmd, sb); err != nil {
@@ -105,7 +109,7 @@ func startSandboxKubernetes(cmd *cobra.Command, sb *sandbox.Sandbox) error {
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
 	if err := sb.StartKubernetes(cmd.Context(), bin, 2*time.Minute); err != nil {
-		return failf("apiserver logs are in "+sb.Dir, "sandbox up --kubernetes: %v", err)
+		return failf("apiserver logs are in "+sb.Dir+"; the etcd members still run: etcdmedic sandbox down --dir "+sb.Dir, "sandbox up --kubernetes: %v", err)
 	}
 	return nil
 }
