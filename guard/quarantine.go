@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,6 +47,8 @@ type Quarantined struct {
 	Bytes int64  `json:"bytes"`
 	// WALDir holds the WAL (in wal/) when it lived apart from the data dir.
 	WALDir string `json:"walDir,omitempty"`
+	// Note says what the operator must know about where it is: inside the data dir's volume.
+	Note string `json:"note,omitempty"`
 }
 
 const partialSuffix = ".partial"
@@ -166,9 +167,9 @@ func quarantine(dataDir string, report *datadir.Report, why Reason, now time.Tim
 			}
 		}
 	} else if wal != nil {
-		walBase, err := quarantineBase(wal.RealSource)
+		walBase, err := walQuarantineBase(wal.RealSource)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w; nothing was moved", err)
 		}
 		if err := movable(wal.RealSource, wal.Entries, filepath.Join(walBase, "new", "wal")); err != nil {
 			return nil, fmt.Errorf("the WAL dir: %w; nothing was moved", err)
@@ -239,6 +240,11 @@ func quarantine(dataDir string, report *datadir.Report, why Reason, now time.Tim
 			continue // moved by the interrupted run
 		}
 		if err := renameNoReplace(src, filepath.Join(data, name)); err != nil {
+			if errors.Is(err, unix.EXDEV) && wal == nil && allThere(dataDir, m.Entries) && unmake(partial) == nil {
+				// A mount the checks did not see: refused before anything moved, and the folder
+				// held only etcdmedic's own files, so no unfinished quarantine is left behind.
+				return nil, fmt.Errorf("move %s into quarantine: %w; nothing was moved: every file is still in %s", name, err, dataDir)
+			}
 			return nil, fmt.Errorf("move %s into quarantine: %w", name, err)
 		}
 	}
@@ -268,6 +274,9 @@ func quarantine(dataDir string, report *datadir.Report, why Reason, now time.Tim
 		return nil, err
 	}
 	q := &Quarantined{Dir: final, Files: len(m.Files), Bytes: m.Bytes}
+	if insideVolume(base, dataDir) {
+		q.Note = fmt.Sprintf("the quarantine is inside the data dir %s, on its own volume (a mount point): it goes with that volume. kubeadm reset, or a released PV's cleanup, deletes it with everything else: copy it elsewhere first if it may be needed", dataDir)
+	}
 	if wal != nil {
 		q.Files, q.Bytes, q.WALDir = q.Files+len(wal.Files), q.Bytes+wal.Bytes, wal.Dir
 	}
@@ -322,21 +331,21 @@ func (m *Manifest) sum(dataDir string, known []backup.FileSum, from string) erro
 // one must point outside it. A move that would fail, or leave a link dangling, halfway is
 // refused up front.
 func movable(dataDir string, entries []string, data string) error {
-	dest, err := os.Stat(existingAncestor(data))
+	dest, err := mountOf(existingAncestor(data))
 	if err != nil {
 		return err
 	}
 	for _, name := range entries {
 		src := filepath.Join(dataDir, name)
-		st, err := os.Lstat(src)
+		at, err := mountOf(src)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // moved by an interrupted run
 		}
 		if err != nil {
 			return err
 		}
-		if !sameDevice(st, dest) {
-			return fmt.Errorf("%s is on another filesystem than the quarantine %s (a mount point?): a rename cannot move it; move it by hand", name, data)
+		if at != dest {
+			return fmt.Errorf("%s is on another mount than the quarantine %s (a mount point?): a rename cannot move it; move it by hand", name, data)
 		}
 		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -369,6 +378,30 @@ func movable(dataDir string, entries []string, data string) error {
 		}
 	}
 	return nil
+}
+
+// allThere is true when every entry is still in dir: nothing has moved.
+func allThere(dir string, entries []string) bool {
+	for _, name := range entries {
+		if _, err := os.Lstat(filepath.Join(dir, name)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// unmake removes a quarantine folder that received nothing but its manifest and report; it
+// fails, removing what it could of those two, if anything else is there.
+func unmake(partial string) error {
+	for _, f := range []string{"manifest.json", "report.json"} {
+		if err := os.Remove(filepath.Join(partial, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Remove(filepath.Join(partial, "data")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return os.Remove(partial)
 }
 
 // escapes reports whether a path relative to the data dir leaves it: a relative link to it
@@ -433,23 +466,66 @@ func holdMemberLocks(dataDir string) (func(), error) {
 }
 
 // quarantineBase is where quarantines of dataDir go: beside it (<dataDir>.etcdmedic-quarantine)
-// when its parent is on the same filesystem, else inside it (a volume's mount point).
+// when its parent is on the same mount, else inside it (a volume's mount point, a bind mount).
 func quarantineBase(dataDir string) (string, error) {
-	st, err := os.Stat(dataDir)
+	beside, err := sameMount(dataDir, filepath.Dir(dataDir))
 	if err != nil {
 		return "", err
 	}
-	parent, err := os.Stat(filepath.Dir(dataDir))
-	if err == nil && sameDevice(st, parent) {
+	if beside {
 		return dataDir + datadir.QuarantineFolder, nil
 	}
 	return filepath.Join(dataDir, datadir.QuarantineFolder), nil
 }
 
-func sameDevice(a, b os.FileInfo) bool {
-	sa, ok1 := a.Sys().(*syscall.Stat_t)
-	sb, ok2 := b.Sys().(*syscall.Stat_t)
-	return ok1 && ok2 && sa.Dev == sb.Dev
+// walQuarantineBase is where the quarantine of a WAL dir apart goes: beside it, on its mount.
+// Never inside it: etcd's wal.Create starts by removing everything in the WAL dir (os.RemoveAll),
+// a quarantine there included. A WAL dir that is a mount point of its own is refused.
+func walQuarantineBase(walDir string) (string, error) {
+	beside, err := sameMount(walDir, filepath.Dir(walDir))
+	if err != nil {
+		return "", err
+	}
+	if !beside {
+		return "", fmt.Errorf("the WAL dir %s is a mount point: its quarantine can go neither beside it (another mount: a rename cannot cross) nor inside it (etcd's WAL creation removes everything in the WAL dir, a quarantine too). Move its files by hand to a folder on that mount outside the WAL dir, or onto another disk with a copy checked by sha256, and run guard again", walDir)
+	}
+	return walDir + datadir.QuarantineFolder, nil
+}
+
+// insideVolume is true when base (from quarantineBase) is inside dataDir: a mount point's
+// quarantine lives on its volume, and goes with it (kubeadm reset, a PV's cleanup).
+func insideVolume(base, dataDir string) bool {
+	return strings.HasPrefix(base, dataDir+string(filepath.Separator))
+}
+
+// mountKey says which mount a path is on: its device and mount ID (0 on kernels before 5.8,
+// which do not tell it; the device alone then).
+type mountKey struct{ dev, id uint64 }
+
+// sameMount is true when a and b (links not followed) are on one mount. rename(2) cannot cross
+// mounts, even two bind mounts of one filesystem (EXDEV), which st_dev alone does not tell.
+func sameMount(a, b string) (bool, error) {
+	ka, err := mountOf(a)
+	if err != nil {
+		return false, err
+	}
+	kb, err := mountOf(b)
+	if err != nil {
+		return false, err
+	}
+	return ka == kb, nil
+}
+
+func mountOf(p string) (mountKey, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+		return mountKey{}, &fs.PathError{Op: "statx", Path: p, Err: err}
+	}
+	k := mountKey{dev: unix.Mkdev(st.Dev_major, st.Dev_minor)}
+	if st.Mask&unix.STATX_MNT_ID != 0 {
+		k.id = st.Mnt_id
+	}
+	return k, nil
 }
 
 // findPartial returns an unfinished quarantine to resume, if there is one.

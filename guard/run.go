@@ -133,7 +133,7 @@ func (o Options) finishInterrupted(res *Result) (stop bool, err error) {
 	}
 	q, err := Finish(o.DataDir, o.now())
 	if err != nil {
-		return true, &Error{StageFinish, fmt.Errorf("finish the quarantine of %s (its files are in %s): %w", o.DataDir, partial, err)}
+		return true, &Error{StageFinish, fmt.Errorf("finish the quarantine of %s (%s lists its files; each is either there or still in the data dir): %w", o.DataDir, filepath.Join(partial, "manifest.json"), err)}
 	}
 	res.Quarantined = q
 	if o.Progress != nil {

@@ -67,7 +67,7 @@ func (w *ApartWAL) sum() error {
 // WAL dir's own quarantine folder) unless it is there, or already finished.
 func (w *ApartWAL) prepare(name string) error {
 	if w.Dir == "" {
-		base, err := quarantineBase(w.RealSource)
+		base, err := walQuarantineBase(w.RealSource)
 		if err != nil {
 			return err
 		}

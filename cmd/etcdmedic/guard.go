@@ -201,7 +201,7 @@ func guardFailed(err error, dataDir string) error {
 	case guard.StageUnfinished:
 		hint = "finish or move the unfinished quarantine by hand first"
 	case guard.StageFinish:
-		hint = "nothing was deleted: the files are in the unfinished quarantine"
+		hint = "nothing was deleted: each file its manifest lists is either in the unfinished quarantine or still in the data dir (or WAL dir)"
 	case guard.StageInspect:
 		switch {
 		case errors.Is(err, guard.ErrDBFile):

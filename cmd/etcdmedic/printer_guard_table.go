@@ -13,6 +13,9 @@ func (tablePrinter) Guard(w io.Writer, r guardResult) error {
 	}
 	if q := r.Quarantined; q != nil {
 		fmt.Fprintf(w, "QUARANTINED  %d files (%d bytes) moved to %s (manifest.json has their checksums; nothing was deleted)\n", q.Files, q.Bytes, q.Dir)
+		if q.Note != "" {
+			fmt.Fprintf(w, "  note:   %s\n", q.Note)
+		}
 	}
 	if j := r.Joined; j != nil {
 		fmt.Fprintf(w, "JOINED    member %s, promoted: %v\n", j.MemberID, j.Promoted)
