@@ -26,6 +26,10 @@ const (
 	KindDataWithoutWAL = "data-without-wal"
 	// KindWALWithoutData is a WAL dir (--wal-dir) whose data dir holds no member/snap.
 	KindWALWithoutData = "wal-without-data"
+	// KindBootstrapLeftover is a member/snap/db that holds nothing, with no WAL anywhere: what
+	// a first start that failed before creating its WAL leaves (etcd opens the backend before
+	// it joins). etcd started here bootstraps again and reuses it.
+	KindBootstrapLeftover = "bootstrap-leftover"
 )
 
 // Report is everything inspect learned about one data dir. Its JSON form is the contract of
@@ -335,6 +339,7 @@ func (r *Report) classify(path string, now time.Time, walDir string) error {
 	} else if dbExists(member) {
 		r.Kind, r.MemberDir = KindDataWithoutWAL, member
 		r.KindReason = "member/snap holds a db, but there is no member/wal with .wal files: etcd runs this member with --wal-dir elsewhere (give it: --wal-dir, or --from-process, --from-config, --from-unit), or its WAL is lost"
+		r.checkBootstrapLeftover()
 		return nil
 	}
 	if r.MemberDir == "" {
@@ -374,10 +379,33 @@ func (r *Report) classifyApart(member, walDir string) error {
 	case hasDB:
 		r.Kind, r.MemberDir, r.WALDir = KindDataWithoutWAL, member, walDir
 		r.KindReason = fmt.Sprintf("member/snap holds a db, but the --wal-dir %s holds no .wal files: the WAL is lost or elsewhere", walDir)
+		r.checkBootstrapLeftover()
 	default:
 		r.Kind, r.KindReason = KindNotEtcd, fmt.Sprintf("no member/snap/db here and no .wal files in the --wal-dir %s", walDir)
 	}
 	return nil
+}
+
+// checkBootstrapLeftover turns a db without a WAL into KindBootstrapLeftover when it holds
+// nothing a member ever applied: etcd opens (creates) member/snap/db and its meta bucket
+// before it fetches the cluster and creates its WAL (v3.5 etcdserver.NewServer, v3.6
+// etcdserver/bootstrap.go bootstrapBackend before bootstrapCluster and bootstrapStorage), and
+// never saves a consistent index of 0 (cindex UnsafeUpdateConsistentIndex). A first start that
+// failed there (peers unreachable, "cannot fetch cluster info") leaves a db with no consistent
+// index, term, revision, member or raft ConfState, and no .snap files. A db that cannot be read
+// (locked by a running etcd, damaged) stays data-without-wal.
+func (r *Report) checkBootstrapLeftover() {
+	snapDir := filepath.Join(r.MemberDir, "snap")
+	if snaps, pending, err := listSnapFiles(snapDir); err != nil || len(snaps) > 0 || len(pending) > 0 {
+		return
+	}
+	be, err := readBackend(filepath.Join(snapDir, "db"), false)
+	if err != nil || be.ConsistentIndex != 0 || be.Term != 0 || be.Revision != 0 || be.ConfState != nil ||
+		len(be.Members) > 0 || len(be.RemovedMembers) > 0 || len(be.Alarms) > 0 {
+		return
+	}
+	r.Kind, r.Backend = KindBootstrapLeftover, be
+	r.KindReason = "member/snap/db holds nothing (consistent index 0, no revision, no members) and there is no WAL: the leftover of a first start that failed before etcd created its WAL; etcd started here bootstraps again and reuses it, as on an empty data dir"
 }
 
 // isWALDir reports whether dir holds a .wal file etcd would read as a segment (an odd name

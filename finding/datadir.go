@@ -37,6 +37,9 @@ func ForDataDir(r *datadir.Report) []Finding {
 	if r.Kind == datadir.KindDataWithoutWAL || r.Kind == datadir.KindWALWithoutData {
 		return apartFindings(r)
 	}
+	if r.Kind == datadir.KindBootstrapLeftover {
+		return leftoverFindings(r)
+	}
 	if r.Kind != datadir.KindEtcdMember && r.Kind != datadir.KindPDMember {
 		return out
 	}

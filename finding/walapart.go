@@ -1,15 +1,32 @@
 package finding
 
 import (
+	"fmt"
+
 	"github.com/etcdmedic/etcdmedic/datadir"
 )
 
 // Findings about a member whose WAL and data live apart (etcd's --wal-dir) and only one half
 // is where etcd would look.
 const (
-	IDDataWithoutWAL = "data-without-wal"
-	IDWALWithoutData = "wal-without-data"
+	IDDataWithoutWAL    = "data-without-wal"
+	IDWALWithoutData    = "wal-without-data"
+	IDBootstrapLeftover = "bootstrap-leftover"
 )
+
+// leftoverFindings says what a failed first start left: not damage, but worth knowing why the
+// member did not start.
+func leftoverFindings(r *datadir.Report) []Finding {
+	ev := []Evidence{{"data dir", r.Path}, {"db", r.Backend.Path}, {"WAL dir", orNone(r.WALDir)},
+		{"db contents", fmt.Sprintf("consistent index %d, revision %d, %d member(s), %d bytes", r.Backend.ConsistentIndex, r.Backend.Revision, len(r.Backend.Members), r.Backend.FileBytes)}}
+	return []Finding{{
+		ID: IDBootstrapLeftover, Severity: Info, Subject: r.Path,
+		Summary:  "Only an empty db is here: the leftover of a first start that failed before etcd created its WAL",
+		Evidence: ev,
+		Why:      "etcd creates member/snap/db before it joins its cluster and creates its WAL; a first start that failed in between (peers unreachable, the member not added) leaves this db and nothing else. With no WAL, etcd bootstraps again on the next start and reuses the db: nothing here was ever part of the cluster's data.",
+		Remedy:   "Find why the first start failed in etcd's log (\"discovery failed\", \"cannot fetch cluster info\", a member not added yet: etcdctl member add --learner), then start the member again; this data dir may stay as it is.",
+	}}
+}
 
 // apartFindings says what is wrong when one half of a member is missing: never a guess at
 // where the other half is.

@@ -83,6 +83,12 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 	if r == nil || r.Kind == datadir.KindEmpty {
 		return classifyEmpty(v, reached, want)
 	}
+	if r.Kind == datadir.KindBootstrapLeftover {
+		// etcd bootstraps again on the empty db a failed first start left: judged as empty.
+		out := classifyEmpty(v, reached, want)
+		out.Reason = "the data dir holds only the empty db a failed first start left (no WAL, consistent index 0, no revision, no members), which etcd reuses; as an empty data dir: " + out.Reason
+		return withEvidence(out, append(out.Evidence, finding.Evidence{What: "data dir kind", Value: r.Kind}))
+	}
 	if r.Kind == datadir.KindDBFile {
 		out := verdict(Foreign, "this is a bare db file, not a data dir: give the directory etcd runs with as --data-dir")
 		out.Movable = false
