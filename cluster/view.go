@@ -74,28 +74,31 @@ func (m MemberView) Started() bool { return m.Name != "" && len(m.ClientURLs) > 
 // Quorum counts voters.
 type Quorum struct {
 	Voters int `json:"voters"`
-	// VotersUp are the voters in the quorum (StateUp): a voter that answers clients but is
-	// cut off from its peers does not count.
+	// VotersUp are the voters that answered, in the quorum or cut off from it.
 	VotersUp int `json:"votersUp"`
+	// InQuorum are the voters in the quorum (StateUp): a voter that answers clients but is cut
+	// off from its peers does not count. Lost and Tolerance count these.
+	InQuorum int `json:"votersInQuorum"`
 	// CutOff voters answer clients but are not in the quorum.
 	CutOff int `json:"cutOff"`
 	// Unknown voters were not probed, or their probe failed without proving them down (a
 	// timeout, a TLS error): counted neither up nor down.
 	Unknown   int `json:"unknown"`
 	Needed    int `json:"needed"`
-	Tolerance int `json:"tolerance"` // more voters that may fail before quorum is lost (<0: lost), counting unknown voters as not up
+	Tolerance int `json:"tolerance"` // more voters that may fail before quorum is lost (<0: lost), counting only voters in the quorum
 	// Proven is true when some voter shows that a quorum exists: its linearizable read
 	// succeeded, or it answered and names a leader.
 	Proven bool `json:"proven"`
 }
 
-// Lost reports whether fewer voters are shown up than a quorum needs: quorum lost, or not
-// verified (Unknown voters). Whatever changes the cluster refuses then; ProvenLost tells the
-// two apart.
-func (q Quorum) Lost() bool { return q.VotersUp < q.Needed }
+// Lost reports whether fewer voters are shown in the quorum than it needs: quorum lost, or not
+// verified (voters Unknown or cut off). Whatever changes the cluster refuses then; ProvenLost
+// tells lost apart.
+func (q Quorum) Lost() bool { return q.InQuorum < q.Needed }
 
 // ProvenLost reports whether the probes prove quorum lost: no voter shows one, and the voters
-// that were not verified are too few to make one.
+// that answered (electing, they know no leader yet) and those not verified are too few to
+// make one.
 func (q Quorum) ProvenLost() bool { return !q.Proven && q.VotersUp+q.Unknown < q.Needed }
 
 // Observe probes every member the cluster names and builds its view: what most commands need
@@ -191,7 +194,9 @@ func BuildView(probes []*Probe, at time.Time) *View {
 		switch {
 		case m.State == StateUp:
 			v.Quorum.VotersUp++
+			v.Quorum.InQuorum++
 		case m.State == StateCutOff:
+			v.Quorum.VotersUp++
 			v.Quorum.CutOff++
 		case m.Unknown():
 			v.Quorum.Unknown++
@@ -201,7 +206,7 @@ func BuildView(probes []*Probe, at time.Time) *View {
 		}
 	}
 	v.Quorum.Needed = v.Quorum.Voters/2 + 1
-	v.Quorum.Tolerance = v.Quorum.VotersUp - v.Quorum.Needed
+	v.Quorum.Tolerance = v.Quorum.InQuorum - v.Quorum.Needed
 	return v
 }
 

@@ -152,6 +152,9 @@ func notVerified(v *cluster.View) []string {
 func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 	q := v.Quorum
 	count := fmt.Sprintf("%d of %d up, %d needed", q.VotersUp, q.Voters, q.Needed)
+	if q.CutOff > 0 {
+		count += fmt.Sprintf(", %d of them cut off from the quorum", q.CutOff)
+	}
 	if q.Unknown > 0 {
 		count += fmt.Sprintf(", %d not verified", q.Unknown)
 	}
@@ -165,12 +168,14 @@ func quorumFindings(v *cluster.View, rules ClusterRules) []Finding {
 			Why:      "Without quorum the cluster accepts no writes and serves no linearizable reads: Kubernetes API servers stop working. Removing or re-adding members now cannot succeed and can destroy the data that is left (incident 2).",
 			Remedy:   "Do not run member remove/add, kubeadm reset or kubeadm join now. First try to bring the down voters back as they are (restart etcd on their existing data dirs). If they are gone for good: stop every member, keep every data dir, run `etcdmedic inspect` on each to find the one with the most committed data, then rebuild from it (`etcdmedic recover plan`, or by hand: start it with --force-new-cluster, restart it without the flag, and add the others back one at a time as learners).",
 		}}
+	case q.Lost() && q.Unknown == 0 && !q.Proven:
+		return nil // voters answer but none knows a leader (an election, or quorum lost): no-leader says so
 	case q.Lost() || (q.Tolerance == 0 && q.Unknown > 0):
 		return []Finding{quorumNotVerified(v, ev)}
-	case q.Tolerance == 0 && q.VotersUp < q.Voters:
+	case q.Tolerance == 0 && q.InQuorum < q.Voters:
 		return []Finding{{
 			ID: IDQuorumAtRisk, Severity: Critical, Subject: "cluster " + v.ClusterID.String(),
-			Summary:  fmt.Sprintf("Quorum is at risk: %d of %d voters are up, one more failure loses it", q.VotersUp, q.Voters),
+			Summary:  fmt.Sprintf("Quorum is at risk: %d of %d voters are up, one more failure loses it", q.InQuorum, q.Voters),
 			Evidence: ev,
 			Why:      "The cluster works now, but one more voter down stops all writes.",
 			Remedy:   "Bring the down voter back first (restart etcd on its data dir). Replace it only if its data is lost, and then the safe way: " + ctl(rules, "member remove <ID>") + ", move its old data dir aside, " + ctl(rules, "member add <NAME> --learner --peer-urls=<URL>") + ", start it with --initial-cluster-state=existing, promote it once caught up (`etcdmedic member replace` automates this). Do not touch the healthy voters meanwhile.",
@@ -199,20 +204,23 @@ func quorumNotVerified(v *cluster.View, ev []Evidence) Finding {
 	}
 	unknown := strings.Join(notVerified(v), "; ")
 	switch {
-	case q.Lost() && (!q.Proven || q.VotersUp+q.Unknown < q.Needed):
+	case q.Lost() && (!q.Proven || q.InQuorum+q.Unknown < q.Needed):
 		f.Severity = Critical
-		f.Summary = fmt.Sprintf("Quorum is not verified: %d of %d voters are up, %d needed, and no voter shows a working quorum", q.VotersUp, q.Voters, q.Needed)
+		f.Summary = fmt.Sprintf("Quorum is not verified: %d of %d voters are in the quorum, %d needed", q.InQuorum, q.Voters, q.Needed)
+		if q.CutOff > 0 {
+			f.Summary += fmt.Sprintf("; %d answer but are cut off from it", q.CutOff)
+		}
 		if unknown != "" {
 			f.Summary += "; not verified: " + unknown
 		}
 		f.Why = "The members doctor reached cannot show that the cluster commits anything, and the others could not be asked: quorum may be lost, or this host may only be cut off from the members that hold it."
 		f.Remedy = "Before acting, reach the members that were not verified: run doctor from a host that reaches every member's client URLs (without --no-discover), check their addresses, firewalls and certificates. Do not run member remove/add, kubeadm reset or recover on this evidence; if they really are down, follow quorum-lost."
 	case q.Lost():
-		f.Summary = fmt.Sprintf("Quorum holds (%s) but only %d of %d voters were verified: %s", proof, q.VotersUp, q.Voters, unknown)
+		f.Summary = fmt.Sprintf("Quorum holds (%s) but only %d of %d voters were verified in it: %s", proof, q.InQuorum, q.Voters, unknown)
 		f.Why = "doctor counts a member it could not ask as neither up nor down: how many more failures the cluster tolerates is unknown."
 		f.Remedy = "Run doctor without --no-discover (it probes only the given endpoints) from a host that reaches every member's client URLs; check the addresses, firewalls and certificates of the members not verified."
 	default:
-		f.Summary = fmt.Sprintf("Quorum holds with %d of %d voters up, %d needed; not verified: %s. If those are down, one more failure loses quorum", q.VotersUp, q.Voters, q.Needed, unknown)
+		f.Summary = fmt.Sprintf("Quorum holds with %d of %d voters up, %d needed; not verified: %s. If those are down, one more failure loses quorum", q.InQuorum, q.Voters, q.Needed, unknown)
 		f.Why = "doctor counts a member it could not ask as neither up nor down: the cluster may tolerate no further failure."
 		f.Remedy = "Check that this host reaches the members not verified (their client URLs, firewalls, certificates) and run doctor again; if they are down, restart etcd on their existing data dirs before touching any other member."
 	}
@@ -250,7 +258,7 @@ func leaderFindings(v *cluster.View) []Finding {
 		}}
 	}
 	var out []Finding
-	if v.Quorum.VotersUp > 0 {
+	if v.Quorum.InQuorum > 0 {
 		// Some voter is in the quorum; a member that answers but is not in it (names no leader,
 		// or cannot do a linearizable read) is cut off from its peers.
 		for _, m := range v.Members {

@@ -99,6 +99,8 @@ func TestClusterRules(t *testing.T) {
 			"critical:quorum-at-risk warning:member-cut-off"},
 		{"one of five cut off: still tolerates one failure", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100), probe("d", "a", 100), probe("e", "a", 100)}, "a", "b", "c", "d", "e"),
 			"warning:member-cut-off"},
+		{"an election: every voter answers, none knows a leader yet", withMembers([]*cluster.Probe{probe("a", "0", 100, noLeader), probe("b", "0", 100, noLeader), probe("c", "0", 100, noLeader)}, "a", "b", "c"),
+			"critical:no-leader"},
 		// Review item 1: a member doctor could not ask is neither up nor down.
 		{"--no-discover on a healthy cluster: the others not probed", withMembers([]*cluster.Probe{probe("a", "a", 100)}, "a", "b", "c"),
 			"warning:member-not-verified warning:member-not-verified warning:quorum-not-verified"},

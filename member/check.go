@@ -40,7 +40,7 @@ func checkChange(v *cluster.View, joining []string, replacing []etcdmedic.ID) er
 		if q.CutOff > 0 {
 			why = fmt.Sprintf(" %d of them answer but are cut off from the quorum;", q.CutOff)
 		}
-		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up):%s a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, q.VotersUp+q.CutOff, q.Voters, why)
+		return fmt.Errorf("%w: the cluster has no quorum (%d of %d voters up):%s a membership change cannot commit; recover quorum first (etcdmedic recover)", ErrRefused, q.VotersUp, q.Voters, why)
 	}
 	if p := pendingLearners(v, joining, replacing); len(p) > 0 {
 		return learnerPending{fmt.Errorf("%w: learner %s is still pending: promote or remove it first (etcd allows one learner at a time)", ErrRefused, strings.Join(p, ", "))}
@@ -82,9 +82,9 @@ func quorumAfterRemoval(v *cluster.View, m cluster.MemberView) error {
 	if m.IsLearner {
 		return nil
 	}
-	// VotersUp counts only voters in the quorum: one that answers but is cut off from its
-	// peers would not help the others commit.
-	voters, up := v.Quorum.Voters-1, v.Quorum.VotersUp
+	// Only voters in the quorum count: one that answers but is cut off from its peers would
+	// not help the others commit.
+	voters, up := v.Quorum.Voters-1, v.Quorum.InQuorum
 	if m.InQuorum() {
 		up--
 	}

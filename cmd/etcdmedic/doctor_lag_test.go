@@ -101,7 +101,7 @@ func TestDoctorPartitionedVoterPutsQuorumAtRisk(t *testing.T) {
 	}
 	code, d := waitDoctor(t, all, func(d doctorJSON) bool { return d.find(finding.IDQuorumAtRisk) != nil })
 	t.Logf("doctor while %s is isolated: exit %d, quorum %+v, findings %s", cut.Name, code, d.Quorum, d.ids())
-	if code != exitCritical || d.Quorum.VotersUp != 2 || d.Quorum.Voters != 3 {
+	if code != exitCritical || d.Quorum.InQuorum != 2 || d.Quorum.VotersUp != 3 || d.Quorum.Voters != 3 {
 		t.Errorf("one of three voters partitioned: exit %d, quorum %+v", code, d.Quorum)
 	}
 	if f := wantDoctorFinding(t, d, finding.IDMemberCutOff, finding.Warning); !strings.HasPrefix(f.Subject, cut.Name) {

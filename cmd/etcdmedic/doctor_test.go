@@ -49,6 +49,7 @@ type doctorJSON struct {
 	} `json:"members"`
 	Quorum struct {
 		Voters, VotersUp, Unknown, Needed int
+		InQuorum                          int `json:"votersInQuorum"`
 		Proven                            bool
 	} `json:"quorum"`
 	Findings []finding.Finding `json:"findings"`
@@ -128,7 +129,7 @@ func TestDoctorNoDiscoverIsNotQuorumLost(t *testing.T) {
 	if !strings.Contains(f.Summary, "m2") || !strings.Contains(f.Summary, "m3") || !strings.Contains(f.Summary, "not probed") {
 		t.Errorf("the warning must name the members not probed: %s", f.Summary)
 	}
-	if q := d.Quorum; q.Voters != 3 || q.VotersUp != 1 || q.Unknown != 2 || !q.Proven {
+	if q := d.Quorum; q.Voters != 3 || q.VotersUp != 1 || q.InQuorum != 1 || q.Unknown != 2 || !q.Proven {
 		t.Errorf("quorum %+v, want 1 of 3 up, 2 unknown, proven", q)
 	}
 	code, out, _ := runCLI(t, "doctor", "--no-discover", "--endpoints", c.Member("m1").ClientURL)

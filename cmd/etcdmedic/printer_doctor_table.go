@@ -44,7 +44,10 @@ func (tablePrinter) Doctor(w io.Writer, r doctorResult) error {
 	if id := r.Leader(); id != etcdmedic.NoID {
 		leader = r.Label(id)
 	}
-	unknown := ""
+	unknown := "" // and cut off
+	if q.CutOff > 0 {
+		unknown += fmt.Sprintf(", %d cut off from the quorum", q.CutOff)
+	}
 	if q.Unknown > 0 {
 		unknown = fmt.Sprintf(", %d not verified", q.Unknown)
 	}
