@@ -44,8 +44,11 @@ findings, each with evidence and the next command to run.
 Connection flags follow etcdctl, and ETCDCTL_* variables fill in flags not given.
 --discover-kubeadm reads endpoints and certificates from kubeadm's etcd static pod manifest.
 
+A member that could not be probed (a timeout, a TLS error, or not probed with --no-discover)
+counts as neither up nor down: doctor reports it as not verified, never as down.
+
 Exit codes: 0 healthy, 1 warnings, 2 critical (quorum lost or at risk, corruption), 3 could not
-run (bad flags, no endpoint reachable).`,
+run (bad flags, no endpoint reachable, or no member list from any endpoint that answered).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.resolve(cmd.Flags()); err != nil {
