@@ -163,6 +163,7 @@ func TestGuardFixFinishesAfterPowerCutsInItsOwnWork(t *testing.T) {
 		t.Fatalf("checksum the data dir: %v", err)
 	}
 	client, peer := newURLs(t)
+	addLearner(t, c.Client(t), peer) // c is then proven to be m4's cluster: the other's data moves
 	args := []string{"--data-dir", om.DataDir, "--name", "m4", "--peer-urls", peer, "--client-urls", client, "--endpoints", strings.Join(c.Endpoints(), ","), "--fix"}
 	for _, point := range []string{"quarantine:manifest", "quarantine:moved"} {
 		disk.crashAt(point, append([]string{"guard", "--command-timeout", "3s"}, args...)...)
