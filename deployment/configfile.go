@@ -22,6 +22,7 @@ type etcdConfigFile struct {
 	ListenPeerURLs           string        `json:"listen-peer-urls"`
 	InitialAdvertisePeerURLs string        `json:"initial-advertise-peer-urls"`
 	InitialCluster           string        `json:"initial-cluster"`
+	InitialClusterState      string        `json:"initial-cluster-state"`
 	ClientSecurity           *fileSecurity `json:"client-transport-security"`
 	PeerSecurity             *fileSecurity `json:"peer-transport-security"`
 }
@@ -118,6 +119,7 @@ func fromConfigFile(path, dir string) (Spec, error) {
 	put("listen-peer-urls", f.ListenPeerURLs)
 	put("initial-advertise-peer-urls", f.InitialAdvertisePeerURLs)
 	put("initial-cluster", f.InitialCluster)
+	put("initial-cluster-state", f.InitialClusterState)
 	if c := f.ClientSecurity; c != nil {
 		put("cert-file", c.CertFile)
 		put("key-file", c.KeyFile)

@@ -285,6 +285,9 @@ key-path = "/var/lib/pd-tls/tls.key"
 func assertSpec(t *testing.T, got, want Spec) {
 	t.Helper()
 	got.Origins, got.Runs = nil, Runner{}
+	if want.InitialClusterState == "" { // rows that do not ask (TestInitialClusterState does)
+		got.InitialClusterState = ""
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("spec\n got %+v\nwant %+v", got, want)
 	}
@@ -423,6 +426,32 @@ func TestManifestFlagsFollowEtcdsRules(t *testing.T) {
 			}
 			if s.Name != tc.name || s.DataDir != tc.dataDir || s.Runs.Kind != StaticPod {
 				t.Errorf("spec: name %q data dir %q runs %+v", s.Name, s.DataDir, s.Runs)
+			}
+		})
+	}
+}
+
+// Whether a member bootstraps a cluster on an empty data dir (guard judges an empty data dir
+// with no cluster answering by it): etcd's --initial-cluster-state, "new" when not set.
+func TestInitialClusterState(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "etcd.conf.yml")
+	writeFile(t, config, "name: m1\ndata-dir: /var/lib/etcd\ninitial-cluster-state: existing\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"not set: etcd's default", []string{"etcd", "--name=m1"}, nil, "new"},
+		{"the flag", []string{"etcd", "--name=m1", "--initial-cluster-state=existing"}, nil, "existing"},
+		{"the variable", []string{"etcd", "--name=m1"}, []string{"ETCD_INITIAL_CLUSTER_STATE=existing"}, "existing"},
+		{"the config file", []string{"etcd", "--config-file=" + config}, nil, "existing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := FromCommand(tc.args, EnvironmentOf(tc.env, "/"))
+			if err != nil || s.InitialClusterState != tc.want {
+				t.Fatalf("initial cluster state %q (%v): want %q", s.InitialClusterState, err, tc.want)
 			}
 		})
 	}

@@ -34,11 +34,12 @@ var etcdDefaults = map[string]string{
 	"advertise-client-urls":       "http://localhost:2379",
 	"listen-peer-urls":            "http://localhost:2380",
 	"initial-advertise-peer-urls": "http://localhost:2380",
+	"initial-cluster-state":       "new",
 }
 
 // etcdKeys are the flags (and config file keys) a spec is made of.
 var etcdKeys = []string{"name", "data-dir", "wal-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
-	"initial-advertise-peer-urls", "initial-cluster", "cert-file", "key-file", "trusted-ca-file", "client-cert-auth",
+	"initial-advertise-peer-urls", "initial-cluster", "initial-cluster-state", "cert-file", "key-file", "trusted-ca-file", "client-cert-auth",
 	"peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth"}
 
 // FromCommand resolves a member from the command line it runs with (argv[0] is the program:
@@ -170,6 +171,7 @@ func (v values) etcdSpec(dir string) Spec {
 	// advertised ones are always what clients are given.
 	s.ClientURLs = splitURLs(v.get("advertise-client-urls"))
 	s.InitialCluster = v.get("initial-cluster")
+	s.InitialClusterState = v.get("initial-cluster-state")
 	s.ClientTLS = TLS{CertFile: absUnder(dir, v.get("cert-file")), KeyFile: absUnder(dir, v.get("key-file")),
 		TrustedCAFile: absUnder(dir, v.get("trusted-ca-file")), ClientCertAuth: isTrue(v.get("client-cert-auth"))}
 	s.PeerTLS = TLS{CertFile: absUnder(dir, v.get("peer-cert-file")), KeyFile: absUnder(dir, v.get("peer-key-file")),

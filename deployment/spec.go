@@ -23,8 +23,11 @@ type Spec struct {
 	PeerURLs       []string `json:"peerURLs"`   // as advertised to the other members
 	ClientURLs     []string `json:"clientURLs"` // as advertised to clients
 	InitialCluster string   `json:"initialCluster,omitempty"`
-	ClientTLS      TLS      `json:"clientTLS,omitzero"`
-	PeerTLS        TLS      `json:"peerTLS,omitzero"`
+	// InitialClusterState is "new" (etcd's default: on an empty data dir it bootstraps a
+	// cluster) or "existing" (it joins one); "" when not known (PD).
+	InitialClusterState string `json:"initialClusterState,omitempty"`
+	ClientTLS           TLS    `json:"clientTLS,omitzero"`
+	PeerTLS             TLS    `json:"peerTLS,omitzero"`
 	// ConfigFile is the etcd (or PD) config file the settings were read from, if any.
 	ConfigFile string `json:"configFile,omitempty"`
 	// Origins says, for each setting, where it came from: a flag, an ETCD_* variable (and the

@@ -53,6 +53,11 @@ type Expect struct {
 	// (scan), and for a member the caller adds to the probed cluster itself (member add,
 	// replace): the operator named that cluster as the member's.
 	Starts bool
+	// Bootstraps is set when the member starts with --initial-cluster-state=new (etcd's
+	// default): on an empty data dir it forms a new cluster with the members of its
+	// --initial-cluster, so that no member answers before it starts is what a bootstrap looks
+	// like, not a doubt.
+	Bootstraps bool
 }
 
 // knownTo is true when v's membership holds the expected member: by its peer URLs, as etcd
@@ -183,8 +188,11 @@ func Classify(r *datadir.Report, v *cluster.View, want Expect) Verdict {
 func classifyEmpty(v *cluster.View, reached bool, want Expect) Verdict {
 	out := verdict(Empty, "the data dir is empty: a new member may join here once it has been added (etcdctl member add)")
 	if !reached {
-		if len(want.PeerURLs) > 0 {
-			out = verdict(Unknown, fmt.Sprintf("the data dir is empty, and no member of the live cluster answered: etcdmedic cannot tell whether the member with peer URLs %s ran before and lost its data (etcd panics on it) or is new", strings.Join(want.PeerURLs, ",")))
+		switch {
+		case want.Bootstraps:
+			out.Reason = "the data dir is empty and the member starts with --initial-cluster-state=new: no member answers yet, as before a new cluster forms; it bootstraps with the members of its --initial-cluster"
+		case len(want.PeerURLs) > 0:
+			out = verdict(Unknown, fmt.Sprintf("the data dir is empty, and no member of the live cluster answered: etcdmedic cannot tell whether the member with peer URLs %s ran before and lost its data (etcd panics on it), is new, or bootstraps a new cluster (then say so: --initial-cluster-state new)", strings.Join(want.PeerURLs, ",")))
 		}
 		return out
 	}

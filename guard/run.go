@@ -193,7 +193,7 @@ func holdsWAL(dir string) (bool, error) {
 // what to do next when it may not or must not; goOn is false when the run ends there.
 func (o Options) act(res *Result, report *datadir.Report, view *cluster.View) (goOn bool, err error) {
 	v := res.Verdict
-	empty := report == nil || report.Kind == datadir.KindEmpty
+	empty := report == nil || report.Kind == datadir.KindEmpty || report.Kind == datadir.KindBootstrapLeftover
 	switch {
 	case v.Class == Unknown && answering(view):
 		// The cluster answered, but is not proven to be this member's (another cluster's data).
@@ -202,7 +202,7 @@ func (o Options) act(res *Result, report *datadir.Report, view *cluster.View) (g
 		return false, nil
 	case v.Class == Unknown && empty:
 		res.next("Do not start the member yet: with the live cluster out of reach, nothing tells whether it ran before (then its data is gone and it must be replaced) or is new (then it must be added first).",
-			"Check --endpoints and the TLS flags (etcdmedic doctor), then run guard again.")
+			"Check --endpoints and the TLS flags (etcdmedic doctor), then run guard again; if the member bootstraps a new cluster, run it with --initial-cluster-state new.")
 		return false, nil
 	case v.Class == Unknown:
 		res.next("Do not start the member and do not delete this data dir: it may hold the only copy of recent data.",
@@ -242,6 +242,9 @@ func (o Options) rejoin(ctx context.Context, res *Result, view *cluster.View) er
 		return nil
 	}
 	if o.Rejoin == nil {
+		if o.Expect.Bootstraps && (view == nil || len(view.Members) == 0) {
+			return nil // it forms a new cluster: nothing to add it to
+		}
 		if len(o.Expect.PeerURLs) == 0 || view.ByPeerURLs(o.Expect.PeerURLs) == nil {
 			res.next(fmt.Sprintf("The data dir is empty: add the member before it starts (%s), then start it with --initial-cluster-state=existing, or rerun guard with --rejoin.", o.memberAdd()))
 		}

@@ -217,8 +217,23 @@ func TestRunDoesNotJudgeAnEmptyDataDirWithoutTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next := strings.Join(res.Next, " "); res.Verdict.Class != Unknown || !strings.Contains(next, "Check --endpoints") || strings.Contains(next, "quorum") {
+	if next := strings.Join(res.Next, " "); res.Verdict.Class != Unknown || !strings.Contains(next, "Check --endpoints") || strings.Contains(next, "quorum") || !strings.Contains(next, "--initial-cluster-state new") {
 		t.Fatalf("%s: %v", res.Verdict.Class, res.Next)
+	}
+}
+
+// The first start of a new cluster, guard in every member's ExecStartPre= or init container:
+// no member answers yet, and the member says it bootstraps (--initial-cluster-state=new): it
+// may start, and guard does not tell it to be added to a cluster that does not exist yet.
+func TestRunLetsANewClusterForm(t *testing.T) {
+	opts := options(t, t.TempDir())
+	opts.Expect.Bootstraps = true
+	res, err := Run(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := res.Verdict; v.Class != Empty || !v.Safe || len(res.Next) > 0 {
+		t.Fatalf("%s (safe %v): %s; next %v", v.Class, v.Safe, v.Reason, res.Next)
 	}
 }
 

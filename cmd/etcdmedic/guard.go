@@ -30,15 +30,17 @@ type guardOptions struct {
 	name       string
 	peerURLs   []string
 	clientURLs []string
-	fix        bool
-	rejoin     bool
-	start      bool
-	etcdFlags  []string
-	passEnv    []string // --pass-env names
-	startEnv   []string // their NAME=value, read before anything changes
-	etcdCmd    string
-	from       deploymentFlags
-	walDir     string // settled from --wal-dir or the deployment
+	// clusterState is the member's --initial-cluster-state ("": not known).
+	clusterState string
+	fix          bool
+	rejoin       bool
+	start        bool
+	etcdFlags    []string
+	passEnv      []string // --pass-env names
+	startEnv     []string // their NAME=value, read before anything changes
+	etcdCmd      string
+	from         deploymentFlags
+	walDir       string // settled from --wal-dir or the deployment
 	// memberFlags name the member as given (the --from-* form), for the commands guard prints.
 	memberFlags []string
 }
@@ -93,6 +95,10 @@ could not run.`,
 				if len(o.clientURLs) == 0 {
 					o.clientURLs = spec.ClientURLs
 				}
+				o.clusterState = cmp.Or(o.clusterState, spec.InitialClusterState)
+			}
+			if o.clusterState != "" && o.clusterState != "new" && o.clusterState != "existing" {
+				return failf("--initial-cluster-state new (it bootstraps a cluster) or existing (it joins one)", "--initial-cluster-state %q: want new or existing", o.clusterState)
 			}
 			if o.walDir != "" {
 				o.etcdFlags = append(o.etcdFlags, "--wal-dir="+o.walDir) // a member started by --start
@@ -139,6 +145,7 @@ could not run.`,
 	f.StringVar(&o.name, "name", "", "the name the member will start with")
 	f.StringSliceVar(&o.peerURLs, "peer-urls", nil, "the peer URLs the member will advertise")
 	f.StringSliceVar(&o.clientURLs, "client-urls", nil, "with --start: the client URLs the member will serve")
+	f.StringVar(&o.clusterState, "initial-cluster-state", "", "the member's --initial-cluster-state: new (on an empty data dir it bootstraps a cluster, so no member answering is expected) or existing (read from --from-* when not given)")
 	f.BoolVar(&o.fix, "fix", false, "quarantine a data dir that is not safe to start on (moved aside, never deleted)")
 	f.BoolVar(&o.rejoin, "rejoin", false, "after --fix (or on an empty dir), add the member back as a learner")
 	f.BoolVar(&o.start, "start", false, "with --rejoin: also start it as a local process of the linked etcd, wait until it caught up, and promote it")
@@ -152,7 +159,7 @@ could not run.`,
 // through member.Joiner, and with --start the linked etcd (or --etcd-command) runs it as a
 // local process: that is process plumbing, so it is settled here, before anything changes.
 func (o *guardOptions) run(ctx context.Context, progress io.Writer) (*guardResult, error) {
-	opts := guard.Options{Conn: o.conn, DataDir: o.dataDir, WALDir: o.walDir, Expect: guard.Expect{Name: o.name, PeerURLs: o.peerURLs}, Fix: o.fix, Progress: progress, MemberFlags: o.memberFlags}
+	opts := guard.Options{Conn: o.conn, DataDir: o.dataDir, WALDir: o.walDir, Expect: guard.Expect{Name: o.name, PeerURLs: o.peerURLs, Bootstraps: o.clusterState == "new"}, Fix: o.fix, Progress: progress, MemberFlags: o.memberFlags}
 	var joined *member.Joined
 	if o.rejoin {
 		j := &member.Joiner{Out: progress}

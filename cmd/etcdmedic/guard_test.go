@@ -429,3 +429,32 @@ func TestGuardEmptyAndMissingDirsAreSafe(t *testing.T) {
 		t.Fatalf("guard moved a file that is not etcd's: %v", err)
 	}
 }
+
+// The first start of a new cluster with guard before every member (ExecStartPre=, an init
+// container): nothing answers yet. A member that says it bootstraps (--initial-cluster-state
+// new, given or read from its config) may start; one that says nothing is not judged (it may
+// be a wiped member of a cluster out of reach).
+func TestGuardLetsANewClusterForm(t *testing.T) {
+	t.Parallel()
+	empty := t.TempDir()
+	client, peer := newURLs(t)
+	member := []string{"--data-dir", empty, "--name", "m1", "--peer-urls", peer, "--endpoints", client}
+	if code, g, _ := runGuard(t, append(member, "--initial-cluster-state", "new")...); code != exitOK || g.Verdict.Class != guard.Empty || len(g.Next) > 0 {
+		t.Errorf("bootstrapping: exit %d, %+v, next %v", code, g.Verdict, g.Next)
+	}
+	if code, g, _ := runGuard(t, member...); code != exitFailed || g.Verdict.Class != guard.Unknown || !strings.Contains(strings.Join(g.Next, " "), "--initial-cluster-state new") {
+		t.Errorf("not said: exit %d, %+v, next %v", code, g.Verdict, g.Next)
+	}
+	config := filepath.Join(t.TempDir(), "etcd.conf.yml")
+	writeFile(t, config, fmt.Sprintf("name: m1\ndata-dir: %s\ninitial-advertise-peer-urls: %s\nadvertise-client-urls: %s\n", empty, peer, client))
+	if code, g, _ := runGuard(t, "--from-config", config, "--endpoints", client); code != exitOK || g.Verdict.Class != guard.Empty {
+		t.Errorf("a config file that leaves etcd's default (new): exit %d, %+v", code, g.Verdict)
+	}
+	writeFile(t, config, fmt.Sprintf("name: m1\ndata-dir: %s\ninitial-advertise-peer-urls: %s\ninitial-cluster-state: existing\n", empty, peer))
+	if code, g, _ := runGuard(t, "--from-config", config, "--endpoints", client); code != exitFailed || g.Verdict.Class != guard.Unknown {
+		t.Errorf("a config file joining an existing cluster: exit %d, %+v", code, g.Verdict)
+	}
+	if code, _, errOut := runGuard(t, append(member, "--initial-cluster-state", "old")...); code != exitFailed || !strings.Contains(errOut, "want new or existing") {
+		t.Errorf("--initial-cluster-state old: exit %d, %s", code, errOut)
+	}
+}
