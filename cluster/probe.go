@@ -257,6 +257,13 @@ var errNoLeader = errors.New("no leader: the member's status names none (quorum 
 // reads ("rpc not supported for learner").
 var errLearner = errors.New("not asked (etcd serves a learner no linearizable read)")
 
+// ReadFailed is true when the member was asked a linearizable read (a voter that names a
+// leader) and it failed: it is cut off from the leader, or too busy to answer in time.
+func (p *Probe) ReadFailed() bool {
+	return p.Reached && p.Status != nil && !p.Healthy && p.HealthErr != "" &&
+		p.HealthErr != errNotAsked.Error() && p.HealthErr != errLearner.Error() && p.HealthErr != errNoLeader.Error()
+}
+
 // errNotAsked is the health of a member probed WithoutQuorum.
 var errNotAsked = errors.New("not asked (probed for what a member answers without quorum)")
 

@@ -285,20 +285,22 @@ func memberState(m MemberView, probes []*Probe, leader etcdmedic.ID) MemberState
 	return StateCouldNotProbe
 }
 
-// inQuorum decides whether a member that answered takes part in the quorum: it names a
-// leader and its linearizable read succeeded. A read that succeeded went through a leader that
-// heard from a quorum, so it outweighs naming another leader than most do (right after an
-// election, statuses are a moment apart). When the read was not asked (WithoutQuorum), naming
-// the leader most members name is all there is; so it is for a learner, which etcd refuses
-// the read.
+// inQuorum decides whether a member that answered takes part in the quorum: it names the
+// leader most members name, or another leader and its linearizable read went through (right
+// after an election statuses are a moment apart, and a read that succeeded went through a
+// leader that heard from a quorum). A voter cut off from its peers names no leader once its
+// election timeout passes (raft's pre-candidate forgets its leader). A failed read alone does
+// not take a voter out: on a busy cluster, during a leader change, or refused for
+// authentication, it times out or fails while the member is in the quorum (member-cut-off
+// says so as a warning).
 func inQuorum(p *Probe, leader etcdmedic.ID) bool {
 	switch {
 	case p.Status.Leader == etcdmedic.NoID:
 		return false
-	case p.Status.IsLearner || p.HealthErr == errNotAsked.Error():
-		return p.Status.Leader == leader
+	case p.Status.Leader == leader:
+		return true
 	}
-	return p.Healthy
+	return p.Healthy && !p.Status.IsLearner
 }
 
 // probeForURLs finds the (failed) probe of one of a member's client URLs.

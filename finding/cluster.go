@@ -259,10 +259,10 @@ func leaderFindings(v *cluster.View) []Finding {
 	}
 	var out []Finding
 	if v.Quorum.InQuorum > 0 {
-		// Some voter is in the quorum; a member that answers but is not in it (names no leader,
-		// or cannot do a linearizable read) is cut off from its peers.
+		// Some voter is in the quorum; a member that answers but is not in it (names no leader)
+		// is cut off from its peers, and one whose linearizable read failed may be.
 		for _, m := range v.Members {
-			if m.State != cluster.StateCutOff {
+			if m.State != cluster.StateCutOff && !(m.Up() && m.Probe.ReadFailed()) {
 				continue
 			}
 			ev := []Evidence{{m.Label() + " names leader", m.Probe.Status.Leader.String()}}
@@ -273,6 +273,9 @@ func leaderFindings(v *cluster.View) []Finding {
 				ev = append(ev, Evidence{m.Label() + " linearizable read", m.Probe.HealthErr})
 			}
 			why := "It serves only stale serializable reads, and as a voter it does not count toward quorum while cut off."
+			if m.State != cluster.StateCutOff {
+				why = "It names the leader the others name, but its linearizable read failed: it is cut off from the leader (it stops naming one within an election timeout, and then does not count toward quorum), or the cluster is too busy to answer within the command timeout."
+			}
 			if m.IsLearner {
 				why = "It serves only stale serializable reads, and as a learner it cannot catch up to be promoted while cut off."
 			}

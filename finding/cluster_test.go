@@ -93,8 +93,11 @@ func TestClusterRules(t *testing.T) {
 		{"a learner still catching up", withLearner(probe("f", "a", 10, learner)), "warning:member-lagging"},
 		{"a learner cut off: it names no leader", withLearner(probe("f", "0", 10, learner)), "warning:member-cut-off warning:member-lagging"},
 		// Review item 2: a voter cut off from its peers answers clients but is not in the quorum.
-		{"a voter partitioned from its peers: quorum at risk", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100)}, "a", "b", "c"),
-			"critical:quorum-at-risk warning:member-cut-off"},
+		// Review of the fix: a read that timed out (a busy cluster, a leader change) from a voter
+		// that names the leader the others name does not take it out of the quorum; a voter
+		// partitioned from its peers names no leader once its election timeout passes.
+		{"a voter whose read failed but names the leader: a warning, the quorum whole", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100)}, "a", "b", "c"),
+			"warning:member-cut-off"},
 		{"partitioned long enough to know no leader", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "0", 100, noLeader), probe("c", "a", 100)}, "a", "b", "c"),
 			"critical:quorum-at-risk warning:member-cut-off"},
 		{"one of five cut off: still tolerates one failure", withMembers([]*cluster.Probe{probe("a", "a", 100), probe("b", "a", 100, cutOff), probe("c", "a", 100), probe("d", "a", 100), probe("e", "a", 100)}, "a", "b", "c", "d", "e"),

@@ -53,12 +53,14 @@ func Answering(clusterID etcdmedic.ClusterID, members []etcdmedic.Member, up ...
 	return cluster.BuildView(probes, time.Unix(0, 0))
 }
 
-// CutOff is v with member who partitioned from its peers: it still answers clients, names the
-// leader it last knew, but its linearizable read fails.
+// CutOff is v with member who partitioned from its peers past its election timeout: it still
+// answers clients, but names no leader (raft's pre-candidate forgets it), and is asked no read.
 func CutOff(v *cluster.View, who etcdmedic.Member) *cluster.View {
 	for _, p := range v.Probes {
 		if p.Reached && p.Status.MemberID == who.ID {
-			p.Healthy, p.HealthErr = false, "no answer within the command timeout"
+			// Past its election timeout, raft's pre-candidate has forgotten its leader.
+			p.Status.Leader = etcdmedic.NoID
+			p.Healthy, p.HealthErr = false, "not asked (it names no leader)"
 		}
 	}
 	return cluster.BuildView(v.Probes, v.TakenAt)

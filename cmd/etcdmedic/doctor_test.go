@@ -39,6 +39,7 @@ type doctorJSON struct {
 	Members   []struct {
 		ID    string `json:"id"`
 		Name  string `json:"name"`
+		State string `json:"state"`
 		Probe *struct {
 			Reached bool `json:"reached"`
 			Status  *struct {
