@@ -44,20 +44,29 @@ func FindProcess(dataDir string) (int, []string, bool) {
 // (a manifest or a unit may name the data dir through a link, a plan by its real path).
 func SamePath(a, b string) bool { return samePath(a)(b) }
 
-// samePath matches paths naming dataDir, as written or once symlinks are resolved.
+// samePath matches paths naming dataDir, as written or once symlinks are resolved. Relative
+// paths are under etcdmedic's working directory (a process's data dir comes absolute, resolved
+// under its own working directory).
 func samePath(dataDir string) func(string) bool {
-	clean := filepath.Clean(dataDir)
+	clean := absPath(dataDir)
 	real, _ := filepath.EvalSymlinks(clean)
 	return func(p string) bool {
 		if p == "" {
 			return false
 		}
-		if p = filepath.Clean(p); p == clean {
+		if p = absPath(p); p == clean {
 			return true
 		}
 		r, err := filepath.EvalSymlinks(p)
 		return err == nil && real != "" && r == real
 	}
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
 }
 
 func cmdline(pid int) []string {
@@ -80,9 +89,35 @@ func dataDirOf(pid int, args []string) string {
 	_, env := deployment.ProcessCommand(pid)
 	s, err := deployment.FromCommand(args, env)
 	if err != nil {
-		return "" // etcd would not run so, or its config file is unreadable: Holders still sees it
+		// A program FromCommand does not know by its name (openshift-etcd, pd-server-v7.5), or
+		// an etcd older than v3.4 that ran with a flag and its variable both set: its data dir
+		// flag, else ETCD_DATA_DIR, as written ("" when neither: Holders still sees it).
+		return dataDirWritten(args, env)
 	}
 	return s.DataDir
+}
+
+// dataDirWritten is a process's --data-dir (or -data-dir) flag, else its ETCD_DATA_DIR,
+// under its working directory when relative.
+func dataDirWritten(args []string, env deployment.Environment) string {
+	dir := env.Vars["ETCD_DATA_DIR"]
+	for i, a := range args[1:] {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "data-dir" {
+			continue
+		}
+		if !hasValue && i+2 < len(args) {
+			value = args[i+2]
+		}
+		dir = value
+	}
+	if dir == "" {
+		return ""
+	}
+	if !filepath.IsAbs(dir) && env.Dir != "" {
+		dir = filepath.Join(env.Dir, dir)
+	}
+	return dir
 }
 
 // looksLikeEtcd: an etcd server (etcd, PD's pd-server, or etcdmedic's own `etcdmedic etcd`),

@@ -91,3 +91,42 @@ func TestFindProcessResolvesTheDataDirAsEtcdDoes(t *testing.T) {
 		})
 	}
 }
+
+// An etcd FromCommand does not know by its name (a distribution's openshift-etcd, a versioned
+// pd-server-v7.5) is still found by the data dir it was given.
+func TestFindProcessOfAnEtcdUnderAnotherName(t *testing.T) {
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := os.StartProcess(self, []string{"openshift-etcd", "--data-dir", "m8.etcd"}, &os.ProcAttr{
+		Dir: dir, Env: []string{fakeEtcd + "=1"}, Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got, _, found := local.FindProcess(filepath.Join(dir, "m8.etcd")); found && got == p.Pid {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("FindProcess never found openshift-etcd %d on its --data-dir", p.Pid)
+		}
+	}
+}
+
+// Asked with a relative path (member add --start --data-dir m2.etcd, a sandbox): it is under
+// etcdmedic's working directory, as the etcd it started resolves it under its own.
+func TestFindProcessAskedWithARelativePath(t *testing.T) {
+	work := t.TempDir()
+	t.Chdir(work)
+	pid, _ := startFakeEtcd(t, work, []string{"--data-dir", "m7.etcd"}, nil)
+	if got, _, found := local.FindProcess("m7.etcd"); !found || got != pid {
+		t.Fatalf("FindProcess(m7.etcd) = %d, %v; want the fake etcd %d", got, found, pid)
+	}
+	if !local.SamePath("m7.etcd", filepath.Join(work, "m7.etcd")) {
+		t.Error("a relative path and its absolute form are not the same folder")
+	}
+}
