@@ -102,3 +102,29 @@ func TestQuarantineRefusesAWALDirAtAMountPoint(t *testing.T) {
 }
 
 func equalLists(a, b []string) bool { return strings.Join(a, "\n") == strings.Join(b, "\n") }
+
+// On a kernel without statx (before 4.11: RHEL 7's) or under a seccomp profile that refuses it,
+// mounts are told apart by their device, as before mount IDs were asked, and a quarantine
+// still goes through.
+func TestQuarantineWithoutStatx(t *testing.T) {
+	for _, refusal := range []error{unix.ENOSYS, unix.EPERM} {
+		t.Run(refusal.Error(), func(t *testing.T) {
+			orig := statx
+			statx = func(int, string, int, int, *unix.Statx_t) error { return refusal }
+			t.Cleanup(func() { statx = orig })
+			dataDir := filepath.Join(t.TempDir(), "etcd")
+			writeFiles(t, dataDir, map[string]string{"member/snap/db": "db", seg0: "wal0"})
+			before := byPath(t, dataDir)
+			q, err := Quarantine(dataDir, &datadir.Report{Path: dataDir}, stale, now)
+			if err != nil {
+				t.Fatalf("quarantine without statx: %v", err)
+			}
+			if kept := byPath(t, filepath.Join(q.Dir, "data")); len(kept) != len(before) {
+				t.Fatalf("the quarantine holds %v: want %v", kept, before)
+			}
+		})
+	}
+	if _, err := mountOf(filepath.Join(t.TempDir(), "missing")); err == nil || !strings.Contains(err.Error(), "statx") {
+		t.Errorf("a missing path: %v", err)
+	}
+}

@@ -516,9 +516,22 @@ func sameMount(a, b string) (bool, error) {
 	return ka == kb, nil
 }
 
+// statx is unix.Statx; tests take it away as old kernels and seccomp profiles do.
+var statx = unix.Statx
+
 func mountOf(p string) (mountKey, error) {
 	var st unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+	err := statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+		// No statx (a kernel before 4.11, RHEL 7's; a seccomp profile that refuses it): the
+		// device alone, as before mount IDs were asked.
+		var lst unix.Stat_t
+		if err := unix.Lstat(p, &lst); err != nil {
+			return mountKey{}, &fs.PathError{Op: "lstat", Path: p, Err: err}
+		}
+		return mountKey{dev: lst.Dev}, nil
+	}
+	if err != nil {
 		return mountKey{}, &fs.PathError{Op: "statx", Path: p, Err: err}
 	}
 	k := mountKey{dev: unix.Mkdev(st.Dev_major, st.Dev_minor)}
