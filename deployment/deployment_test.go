@@ -447,6 +447,8 @@ func TestInitialClusterState(t *testing.T) {
 		{"the flag", []string{"etcd", "--name=m1", "--initial-cluster-state=existing"}, nil, "existing"},
 		{"the variable", []string{"etcd", "--name=m1"}, []string{"ETCD_INITIAL_CLUSTER_STATE=existing"}, "existing"},
 		{"the config file", []string{"etcd", "--config-file=" + config}, nil, "existing"},
+		{"PD bootstrapping from its --initial-cluster", []string{"pd-server", "--name=pd-0", "--initial-cluster=pd-0=http://10.0.0.10:2380"}, nil, "new"},
+		{"PD joining a running cluster (--join)", []string{"pd-server", "--name=pd-3", "--join=http://10.0.0.10:2379"}, nil, "existing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := FromCommand(tc.args, EnvironmentOf(tc.env, "/"))

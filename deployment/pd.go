@@ -18,6 +18,7 @@ type pdConfigFile struct {
 	AdvertiseClientURLs string `toml:"advertise-client-urls"`
 	AdvertisePeerURLs   string `toml:"advertise-peer-urls"`
 	InitialCluster      string `toml:"initial-cluster"`
+	Join                string `toml:"join"`
 	Security            struct {
 		CAPath   string `toml:"cacert-path"`
 		CertPath string `toml:"cert-path"`
@@ -58,14 +59,14 @@ func fromPD(flags map[string]string, dir string, runner Runner) (Spec, error) {
 			return Spec{}, fmt.Errorf("PD config file %s is not TOML PD can read: %w", configFile, err)
 		}
 		for key, value := range map[string]string{"name": f.Name, "data-dir": f.DataDir, "client-urls": f.ClientURLs, "peer-urls": f.PeerURLs,
-			"advertise-client-urls": f.AdvertiseClientURLs, "advertise-peer-urls": f.AdvertisePeerURLs, "initial-cluster": f.InitialCluster,
+			"advertise-client-urls": f.AdvertiseClientURLs, "advertise-peer-urls": f.AdvertisePeerURLs, "initial-cluster": f.InitialCluster, "join": f.Join,
 			"cacert": f.Security.CAPath, "cert": f.Security.CertPath, "key": f.Security.KeyPath} {
 			if value != "" {
 				v.set[key], v.origin[key] = value, "config file "+configFile+": "+key
 			}
 		}
 	}
-	for _, key := range []string{"name", "data-dir", "client-urls", "peer-urls", "advertise-client-urls", "advertise-peer-urls", "initial-cluster", "cacert", "cert", "key"} {
+	for _, key := range []string{"name", "data-dir", "client-urls", "peer-urls", "advertise-client-urls", "advertise-peer-urls", "initial-cluster", "join", "cacert", "cert", "key"} {
 		if value, ok := flags[key]; ok {
 			v.set[key], v.origin[key] = value, "flag --"+key
 		}
@@ -84,6 +85,12 @@ func fromPD(flags map[string]string, dir string, runner Runner) (Spec, error) {
 	s.PeerURLs = splitURLs(firstSet(v.set["advertise-peer-urls"], v.set["peer-urls"]))
 	s.ClientURLs = splitURLs(firstSet(v.set["advertise-client-urls"], v.set["client-urls"]))
 	s.InitialCluster = v.set["initial-cluster"]
+	// PD joins a running cluster with --join; without it, it bootstraps one from its
+	// --initial-cluster, as etcd does with --initial-cluster-state=new.
+	s.InitialClusterState = "new"
+	if v.set["join"] != "" {
+		s.InitialClusterState = "existing"
+	}
 	tls := TLS{CertFile: absUnder(dir, v.set["cert"]), KeyFile: absUnder(dir, v.set["key"]), TrustedCAFile: absUnder(dir, v.set["cacert"])}
 	s.ClientTLS, s.PeerTLS = tls, tls // PD uses one set of files for both
 	return s, nil
