@@ -194,6 +194,20 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		},
 		want: Passed,
 	}, {
+		// Review of F7: the lease (TTL 10 s) kept alive until its stream broke at 30 s could not
+		// expire before 20 s; a watcher saw its key deleted at 5 s.
+		name: "a lease key's delete event before its lease could expire: the key vanished",
+		h:    leaseKeyDeletedAt(5000, &workload.Lease{ID: 7, TTL: 10, LostAt: at(30_000)}),
+		want: Violated, rule: LeaseKeyVanished,
+	}, {
+		name: "a lease key's delete event once its lease could have expired passes",
+		h:    leaseKeyDeletedAt(21_000, &workload.Lease{ID: 7, TTL: 10, LostAt: at(30_000)}),
+		want: Passed,
+	}, {
+		name: "a delete event of a key whose lease was kept alive to the end: the key vanished",
+		h:    leaseKeyDeletedAt(21_000, &workload.Lease{ID: 7, TTL: 10, KeptAlive: true}),
+		want: Violated, rule: LeaseKeyVanished,
+	}, {
 		name: "a watcher that stopped receiving events after revision 2 stalled",
 		h: workload.History{
 			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},
@@ -332,5 +346,22 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 				t.Errorf("verdict text %q does not say %s", v, tc.want)
 			}
 		})
+	}
+}
+
+// leaseKeyDeletedAt is a lease key put at 0 ms whose delete event a watcher receives at ms
+// (revision 3, no operation deleting it), then another key's write: only the lease's expiry
+// can explain the delete.
+func leaseKeyDeletedAt(ms int, lease *workload.Lease) workload.History {
+	lk := "lease/kept/c0/000001"
+	return workload.History{Start: t0, End: at(35_000),
+		Ops: []workload.Op{func() workload.Op { op := put(0, lk, "x", 0, 10, 2); op.Lease = lease.ID; return op }(),
+			put(1, "a", "v", 30_000, 30_010, 4)},
+		Leases: []workload.Lease{*lease},
+		Watches: []workload.Watch{{StartRevision: 2, Through: 4, Events: []workload.WatchEvent{
+			{At: at(10), Type: workload.PutEvent, Key: lk, Value: "x", Revision: 2},
+			{At: at(ms), Type: workload.DeleteEvent, Key: lk, Revision: 3},
+			{At: at(30_005), Type: workload.PutEvent, Key: "a", Value: "v", Revision: 4}}}},
+		Final: func() *workload.Final { f := final(4, "a", "v", 4); f.At = at(40_000); return f }(),
 	}
 }

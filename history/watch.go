@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/workload"
 )
@@ -23,6 +24,7 @@ func watchEvents(h *workload.History) []Violation {
 		}
 	}
 	writes := indexWrites(h.Ops)
+	writes.expiring = expiryFrom(h)
 	for i, w := range h.Watches {
 		if v, bad := watchContents(i, w, writes); bad {
 			found = append(found, v)
@@ -39,6 +41,9 @@ type writeIndex struct {
 	maybeValue   map[keyValue]bool
 	maybeDeleted map[string]bool
 	leaseOf      map[string]int64
+	// expiring is when each lease may have expired at the earliest (expiryFrom); a lease not
+	// in it was kept alive to the end, and never expired.
+	expiring map[int64]time.Time
 }
 
 type keyValue struct{ key, value string }
@@ -88,6 +93,19 @@ func watchContents(i int, w workload.Watch, x writeIndex) (Violation, bool) {
 		} else if !x.mayBe(e) {
 			v.Expected, v.Seen = "an event of a write of the history", "a write no operation made (no acknowledged write at its revision, no indeterminate one of that value, no lease)"
 			return v, true
+		} else if lease := x.leaseOf[e.Key]; e.Type == workload.DeleteEvent && !x.maybeDeleted[e.Key] && lease != 0 {
+			// Only the lease's expiry deletes the key (the workload revokes none): not before
+			// the lease could have expired, and never for a lease kept alive to the end.
+			earliest, may := x.expiring[lease]
+			if !may || (!e.At.IsZero() && e.At.Before(earliest)) { // zero: when received is not known
+				v.Rule = LeaseKeyVanished
+				v.Expected = fmt.Sprintf("lease %x alive: kept alive to the end", lease)
+				if may {
+					v.Expected = fmt.Sprintf("lease %x alive until at least %s", lease, earliest.Format("15:04:05.000"))
+				}
+				v.Seen = fmt.Sprintf("its key deleted, the event received at %s", e.At.Format("15:04:05.000"))
+				return v, true
+			}
 		}
 		if same := byRevision[e.Revision]; len(same) > 1 {
 			lease := x.leaseOf[same[0].Key]
