@@ -87,6 +87,9 @@ func (w *watcher) reached(rev int64) {
 // ends, asking for a progress notification every progressEvery (the first at once). The request goes on the
 // watch's own stream (same context metadata: WithRequireLeader) and may wait for it, so it is
 // sent from a goroutine of wg, one at a time.
+// progressRequestTimeout bounds one progress request of catchUp.
+const progressRequestTimeout = 250 * time.Millisecond
+
 func (w *watcher) catchUp(ctx context.Context, target int64, wg *sync.WaitGroup) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -96,7 +99,11 @@ func (w *watcher) catchUp(ctx context.Context, target int64, wg *sync.WaitGroup)
 			asked = time.Now()
 			wg.Go(func() {
 				defer w.requesting.Store(false)
-				_ = w.cli.RequestProgress(clientv3.WithRequireLeader(w.life)) // a lost request is asked again
+				// Bounded: while the stream reconnects the request blocks, and the next one
+				// (to the new stream) must not wait for the drain to end. A lost one is asked again.
+				rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(w.life), progressRequestTimeout)
+				defer cancel()
+				_ = w.cli.RequestProgress(rctx)
 			})
 		}
 		select {
