@@ -208,6 +208,19 @@ func TestCheckNamesTheFirstViolation(t *testing.T) {
 		h:    leaseKeyDeletedAt(21_000, &workload.Lease{ID: 7, TTL: 10, KeptAlive: true}),
 		want: Violated, rule: LeaseKeyVanished,
 	}, {
+		// Review: a log entry re-applied after a bad repair (the consistent index rolled back):
+		// one timed-out write seen by two watchers at two revisions.
+		name: "a timed-out write applied twice, at two revisions, is not the history's",
+		h: workload.History{
+			Ops: []workload.Op{put(0, "k", "v1", 0, 10, 2), indeterminate(put(1, "k", "u", 20, 2000, 0)), put(2, "b", "w", 30, 40, 4)},
+			Watches: []workload.Watch{
+				{StartRevision: 2, Through: 5, Events: []workload.WatchEvent{putEvent("k", "v1", 2), putEvent("k", "u", 3), putEvent("b", "w", 4)}},
+				{StartRevision: 4, Through: 5, Events: []workload.WatchEvent{putEvent("b", "w", 4), putEvent("k", "u", 5)}},
+			},
+			Final: final(5, "k", "u", 5, "b", "w", 4),
+		},
+		want: Violated, rule: WatchEventWrong,
+	}, {
 		name: "a watcher that stopped receiving events after revision 2 stalled",
 		h: workload.History{
 			Ops:     []workload.Op{put(0, "a", "v1", 0, 10, 2), put(0, "a", "v2", 20, 30, 3), put(0, "a", "v3", 40, 50, 4)},

@@ -30,7 +30,33 @@ func watchEvents(h *workload.History) []Violation {
 			found = append(found, v)
 		}
 	}
+	if v, bad := appliedOnce(h.Watches); bad {
+		found = append(found, v)
+	}
 	return found
+}
+
+// appliedOnce holds every write to one revision across the watchers: each write's value is its
+// own (the workload never writes a value twice), so one value at two revisions is a write
+// applied twice, as a log entry re-applied after a bad repair would be.
+func appliedOnce(watches []workload.Watch) (Violation, bool) {
+	at := map[keyValue]int64{}
+	for i, w := range watches {
+		for _, e := range w.Events {
+			if e.Err != "" || e.Type != workload.PutEvent {
+				continue
+			}
+			kv := keyValue{e.Key, e.Value}
+			if rev, seen := at[kv]; seen && rev != e.Revision {
+				return Violation{Rule: WatchEventWrong,
+					Operation: fmt.Sprintf("watcher %d: %s %s = %q at revision %d", i, e.Type, e.Key, e.Value, e.Revision),
+					Expected:  fmt.Sprintf("one write applied once, at revision %d", rev),
+					Seen:      fmt.Sprintf("the same write again at revision %d", e.Revision)}, true
+			}
+			at[kv] = e.Revision
+		}
+	}
+	return Violation{}, false
 }
 
 // writeIndex is what the history wrote, for judging watch events: the acknowledged writes by
