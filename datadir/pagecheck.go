@@ -70,6 +70,11 @@ func (pc PageCheck) OK() bool { return pc.ErrorCount == 0 }
 // the meta page is reported in PageCheck.Errors. It takes one pass over the reachable pages
 // and memory of two bits per page (plus the freelist).
 func CheckPages(dbPath string) (PageCheck, error) {
+	return checkDB(dbPath, checkPagesAt)
+}
+
+// checkDB opens the bbolt file at dbPath (read only) and runs check over it.
+func checkDB(dbPath string, check func(r io.ReaderAt, size int64) (PageCheck, error)) (PageCheck, error) {
 	f, err := os.Open(dbPath)
 	if err != nil {
 		return PageCheck{}, err
@@ -79,7 +84,7 @@ func CheckPages(dbPath string) (PageCheck, error) {
 	if err != nil {
 		return PageCheck{}, err
 	}
-	pc, err := checkPagesAt(f, size)
+	pc, err := check(f, size)
 	if err != nil {
 		return PageCheck{}, fmt.Errorf("check the pages of db %s: %w", dbPath, err)
 	}
@@ -140,23 +145,16 @@ var (
 // found before bbolt reads the file. It costs a few pages whatever the db's size; the
 // freelist is not read and unreached pages are not counted.
 func checkShallowPages(dbPath string) (PageCheck, error) {
-	f, err := os.Open(dbPath)
-	if err != nil {
-		return PageCheck{}, err
-	}
-	defer f.Close()
-	size, err := statSize(f)
-	if err != nil {
-		return PageCheck{}, err
-	}
-	meta, err := readBboltMeta(f, size)
-	if err != nil {
-		return PageCheck{}, fmt.Errorf("check the pages of db %s: %w", dbPath, err)
-	}
-	w := newPageWalker(f, meta)
-	w.shallow = true
-	w.checkBucketTree(meta.Root, nil, 0)
-	return w.pc, nil
+	return checkDB(dbPath, func(r io.ReaderAt, size int64) (PageCheck, error) {
+		meta, err := readBboltMeta(r, size)
+		if err != nil {
+			return PageCheck{}, err
+		}
+		w := newPageWalker(r, meta)
+		w.shallow = true
+		w.checkBucketTree(meta.Root, nil, 0)
+		return w.pc, nil
+	})
 }
 
 // pageSet is a bitmap of page ids below the high-water mark.
