@@ -18,15 +18,20 @@ const UploadLeftoverAge = 24 * time.Hour
 // "<key>.<its creation time, hex nanoseconds>.tmp" beside it and renames it once whole, so a
 // killed upload leaves that file (as large as what it had written) and it is never a backup,
 // a segment, nor listed as one. Other stores discard an unfinished upload themselves.
+//
+// Only the folders etcdmedic writes are looked in: a store's folder may hold files of others,
+// whose names prune must not guess at.
 func UploadLeftovers(ctx context.Context, st *store.Store, now time.Time) ([]string, error) {
-	keys, err := st.List(ctx, "")
-	if err != nil {
-		return nil, err
-	}
 	var out []string
-	for _, k := range keys {
-		if created, ok := uploadLeftoverCreated(k); ok && now.Sub(created) > UploadLeftoverAge {
-			out = append(out, k)
+	for _, prefix := range []string{fullPrefix, verifyPrefix, historyPrefix} {
+		keys, err := st.List(ctx, prefix)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if created, ok := uploadLeftoverCreated(k); ok && now.Sub(created) > UploadLeftoverAge {
+				out = append(out, k)
+			}
 		}
 	}
 	return out, nil

@@ -15,7 +15,8 @@ import (
 
 // A `backup now` killed mid-upload into a file:// store leaves the upload's temporary file
 // beside the objects, as large as what it had written. Prune removes those a day old, and
-// leaves an upload that may still run, every object, and anything else named .tmp.
+// leaves an upload that may still run, every object, and anything else named .tmp, in its
+// folders or outside them.
 func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -43,6 +44,8 @@ func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 	stillUploading := leftover("full/20261203T000000.000Z-r000000001000.db", now.Add(-time.Hour))
 	notAnUpload := "notes.tmp"
 	os.WriteFile(filepath.Join(dir, notAnUpload), []byte("the operator's"), 0o600)
+	// Named like an upload, but outside the folders etcdmedic writes: another tool's.
+	others := leftover("exports/dump", now.Add(-48*time.Hour))
 
 	got, err := UploadLeftovers(ctx, st, now)
 	if err != nil {
@@ -59,7 +62,7 @@ func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{segmentKey(100, 200), stillUploading, notAnUpload}; !sameKeys(keys, want) {
+	if want := []string{segmentKey(100, 200), stillUploading, notAnUpload, others}; !sameKeys(keys, want) {
 		t.Fatalf("after prune the store holds %q: want %q", keys, want)
 	}
 }
