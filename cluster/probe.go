@@ -35,12 +35,15 @@ type Probe struct {
 	Status  *Status            `json:"status,omitempty"`
 	Members []etcdmedic.Member `json:"members,omitempty"` // this member's own (serializable) member list
 	// MembersErr is why it gave no member list (a learner is refused one).
-	MembersErr string        `json:"membersError,omitempty"`
-	Healthy    bool          `json:"healthy"` // a linearizable read succeeded
-	HealthErr  string        `json:"healthError,omitempty"`
-	Alarms     []Alarm       `json:"alarms,omitempty"`
-	Hash       *Hash         `json:"hash,omitempty"`
-	Took       time.Duration `json:"tookNs"`
+	MembersErr string `json:"membersError,omitempty"`
+	Healthy    bool   `json:"healthy"` // a linearizable read succeeded
+	HealthErr  string `json:"healthError,omitempty"`
+	// ReadAsked: the member was asked the linearizable read (a voter that names a leader,
+	// probed with quorum).
+	ReadAsked bool          `json:"readAsked,omitempty"`
+	Alarms    []Alarm       `json:"alarms,omitempty"`
+	Hash      *Hash         `json:"hash,omitempty"`
+	Took      time.Duration `json:"tookNs"`
 }
 
 // Status is a member's answer to the Status RPC (what `etcdctl endpoint status` shows).
@@ -184,6 +187,7 @@ func probeOne(ctx context.Context, conn Conn, p *Probe, withoutQuorum bool, onMe
 		case p.Status.Leader == etcdmedic.NoID:
 			p.HealthErr = errNoLeader.Error()
 		default:
+			p.ReadAsked = true
 			askQuorum(ctx, cli, p)
 		}
 	})
@@ -259,10 +263,7 @@ var errLearner = errors.New("not asked (etcd serves a learner no linearizable re
 
 // ReadFailed is true when the member was asked a linearizable read (a voter that names a
 // leader) and it failed: it is cut off from the leader, or too busy to answer in time.
-func (p *Probe) ReadFailed() bool {
-	return p.Reached && p.Status != nil && !p.Healthy && p.HealthErr != "" &&
-		p.HealthErr != errNotAsked.Error() && p.HealthErr != errLearner.Error() && p.HealthErr != errNoLeader.Error()
-}
+func (p *Probe) ReadFailed() bool { return p.Reached && p.ReadAsked && !p.Healthy }
 
 // errNotAsked is the health of a member probed WithoutQuorum.
 var errNotAsked = errors.New("not asked (probed for what a member answers without quorum)")

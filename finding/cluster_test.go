@@ -50,7 +50,9 @@ func withLearner(learner *cluster.Probe) []*cluster.Probe {
 	return append(ps, learner)
 }
 
-func cutOff(p *cluster.Probe) { p.Healthy, p.HealthErr = false, "no answer within the command timeout" }
+func cutOff(p *cluster.Probe) {
+	p.ReadAsked, p.Healthy, p.HealthErr = true, false, "no answer within the command timeout"
+}
 
 func timedOut(p *cluster.Probe) {
 	p.Reached, p.Status, p.Error, p.Healthy = false, nil, "no answer within the command timeout", false
