@@ -195,11 +195,22 @@ func missingAfterRepair(ctx context.Context, endpoints []string, writes []ledger
 	return missing, nil
 }
 
-// stopAll stops every process running on the sandbox's data dirs, however it was started.
-func stopAll(sb *sandbox.Sandbox, rt local.Runtime) {
+// stopAll stops what the drill started, clients first, as a node shuts down: the Kubernetes
+// workload, then the apiservers (sb.Down), then every etcd running on the sandbox's data dirs
+// or on others' (a member moved to a volume), however it was started. An etcd asked to stop
+// waits for its clients' watch streams to end, up to 7 s; with its clients gone first, it
+// exits at once.
+func (r *recorder) stopAll(sb *sandbox.Sandbox, rt local.Runtime, others ...runtime.MemberSpec) {
+	if r.kube != nil {
+		r.kube.stop()
+	}
 	sb.Down(5 * time.Second)
+	specs := others
 	for _, m := range sb.Members {
-		rt.Stop(context.Background(), runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir})
+		specs = append(specs, runtime.MemberSpec{Name: m.Name, DataDir: m.DataDir})
+	}
+	for _, spec := range specs {
+		rt.Stop(context.Background(), spec)
 	}
 }
 

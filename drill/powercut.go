@@ -77,7 +77,7 @@ func powerCut(ctx context.Context, env Env, r *recorder) error {
 	}
 	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 3, Command: env.Command, BeforeStart: plugIn})
 	if sb != nil {
-		defer stopAll(sb, rt)
+		defer r.stopAll(sb, rt)
 	}
 	if errors.Is(err, crashfs.ErrUnavailable) {
 		return skipped{fmt.Sprintf("members run on a FUSE crash filesystem, which needs root and /dev/fuse (%v)", err)}

@@ -20,7 +20,7 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	rt := local.Runtime{Command: env.Command}
 	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 3, Command: env.Command})
 	if sb != nil {
-		defer stopAll(sb, rt)
+		defer r.stopAll(sb, rt)
 	}
 	if err != nil {
 		return err

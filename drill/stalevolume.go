@@ -26,8 +26,9 @@ import (
 func staleVolume(ctx context.Context, env Env, r *recorder) error {
 	rt := local.Runtime{Command: env.Command}
 	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 3, Command: env.Command})
+	var onVolume []runtime.MemberSpec // the member that ends up running on the volume
 	if sb != nil {
-		defer stopAll(sb, rt)
+		defer func() { r.stopAll(sb, rt, onVolume...) }()
 	}
 	if err != nil {
 		return err
@@ -69,7 +70,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 	r.say("m3 failed over: removed from the cluster; its old data dir left on volume %s", volume)
 
 	spec := runtime.MemberSpec{Name: "m3", DataDir: volume, ClientURLs: []string{m3.ClientURL}, PeerURLs: []string{m3.PeerURL}, InitialCluster: "m3=" + m3.PeerURL, ClusterState: "existing"}
-	defer rt.Stop(context.Background(), spec) // the member that ends up running on the volume
+	onVolume = append(onVolume, spec)
 	if err := rt.Start(ctx, spec); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func upgradeDrill(ctx context.Context, env Env, r *recorder) error {
 	}
 	sb, err := sandbox.Up(ctx, sandbox.Options{Dir: filepath.Join(env.Dir, "sandbox"), Members: 1, Command: []string{bins[upgradeFrom]}})
 	if sb != nil {
-		defer stopAll(sb, local.Runtime{Command: []string{bins[upgradeFrom]}})
+		defer r.stopAll(sb, local.Runtime{Command: []string{bins[upgradeFrom]}})
 	}
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -389,12 +390,16 @@ func (sb *Sandbox) StartMemberOn(name string, command []string) error {
 // dir is checked: an etcd of the member that sandbox.json does not record (a start that raced
 // another) is stopped too; any other process on it is reported, never signalled. So Down
 // returns nil only when nothing holds a member's data dir.
+//
+// The apiservers stop first, as a node's control plane does, all at once. The members stop one
+// after the other: stopped together, a leader handing its leadership to a member that is
+// stopping too waits out its whole grace.
 func (sb *Sandbox) Down(grace time.Duration) error {
 	var errs []error
-	if sb.Kubernetes != nil { // the apiservers first, as a node's control plane stops
-		for i := range sb.Kubernetes.APIServers {
-			errs = append(errs, sb.stopAPIServer(&sb.Kubernetes.APIServers[i], grace))
-		}
+	if sb.Kubernetes != nil {
+		errs = append(errs, eachAtOnce(len(sb.Kubernetes.APIServers), func(i int) error {
+			return sb.stopAPIServer(&sb.Kubernetes.APIServers[i], grace)
+		})...)
 	}
 	for i := range sb.Members {
 		if err := sb.Members[i].stop(grace); err != nil {
@@ -575,3 +580,18 @@ func (sb *Sandbox) Env() string {
 // freePorts chooses n distinct free ports on 127.0.0.1, outside the kernel's ephemeral range
 // (see package freeport).
 var freePorts = freeport.Ports
+
+// eachAtOnce runs do(0) to do(n-1) at the same time and returns their errors, in order.
+func eachAtOnce(n int, do func(i int) error) []error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = do(i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
