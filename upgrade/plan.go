@@ -118,6 +118,14 @@ func NewPlan(check *Report, current, target *Version, members []Member, binaries
 	if err != nil {
 		return nil, err
 	}
+	// Paths are made absolute here, once: the plan records them, and apply may run from
+	// another directory.
+	if members, err = absoluteMembers(members); err != nil {
+		return nil, err
+	}
+	if binaries, err = absoluteBinaries(binaries); err != nil {
+		return nil, err
+	}
 	p := &Plan{Version: 1, CreatedAt: now.UTC(), From: "v" + current.String(), Target: "v" + target.String(), Members: members, Hops: hops,
 		Binaries: binaries, BackupDir: abs, EtcdFlags: etcdFlags, Check: check}
 	if err := p.blocked(); err != nil {
@@ -151,6 +159,9 @@ func LoadPlan(dir string) (*Plan, error) {
 	}
 	if p.Version != 1 || len(p.Members) == 0 || len(p.Steps) == 0 {
 		return nil, fmt.Errorf("%s in %s is not a plan this etcdmedic can apply", plan.File, dir)
+	}
+	if rel := p.relativePaths(); len(rel) > 0 {
+		return nil, fmt.Errorf("%w (made by an older etcdmedic), which apply would look for under its own working directory: %s; make the plan again with etcdmedic upgrade plan into a new --plan-dir", ErrRelativePath, strings.Join(rel, ", "))
 	}
 	for i := range p.Steps {
 		p.Steps[i] = typed(p.Steps[i])
