@@ -203,7 +203,7 @@ func TestCaptureRidesOutAStoreOutage(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		archive.Capture(cctx, cli, st, full.Revision, 500*time.Millisecond, func(s archive.Segment, _ time.Time) { stored.Store(s.To) })
+		archive.Capture(cctx, cli, st, full.Generation, full.Revision, 500*time.Millisecond, func(s archive.Segment, _ time.Time) { stored.Store(s.To) })
 	}()
 	var last int64
 	write := func(d time.Duration) {
@@ -356,7 +356,7 @@ func TestBackupsOfAClusterWithAuthEnabled(t *testing.T) {
 	var stored atomic.Int64
 	go func() {
 		defer close(done)
-		archive.Capture(cctx, cli, st, f.Revision, 200*time.Millisecond, func(s archive.Segment, _ time.Time) { stored.Store(s.To) })
+		archive.Capture(cctx, cli, st, f.Generation, f.Revision, 200*time.Millisecond, func(s archive.Segment, _ time.Time) { stored.Store(s.To) })
 	}()
 	put(30)
 	last, err := cli.Get(ctx, "x")

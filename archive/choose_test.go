@@ -52,7 +52,7 @@ func (s *aStore) history(from, to int64) {
 	for rev := from + 1; rev <= to; rev++ {
 		json.NewEncoder(&buf).Encode(Event{Revision: rev, Key: []byte("k"), Value: []byte("v"), At: s.timeOf(rev)})
 	}
-	if _, err := s.st.Put(context.Background(), segmentKey(from, to), &buf); err != nil {
+	if _, err := s.st.Put(context.Background(), segmentKey("", from, to), &buf); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -97,7 +97,7 @@ func TestChooseNeverStopsShortOfWhatTheStoreHolds(t *testing.T) {
 		{"a killed upload's temp file beside the history is not history", func(s *aStore) {
 			s.full(100, "unverified")
 			s.history(100, 103)
-			leftover := filepath.Join(s.dir, segmentKey(103, 110)+".6f1c2a.tmp")
+			leftover := filepath.Join(s.dir, segmentKey("", 103, 110)+".6f1c2a.tmp")
 			if err := os.WriteFile(leftover, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestARestoreToATimeStopsAtTheFirstChangeAfterIt(t *testing.T) {
 	for rev := int64(101); rev <= 105; rev++ {
 		json.NewEncoder(&buf).Encode(Event{Revision: rev, Key: []byte("k"), Value: []byte("v"), At: s.timeOf(times[rev])})
 	}
-	if _, err := s.st.Put(t.Context(), segmentKey(100, 105), &buf); err != nil {
+	if _, err := s.st.Put(t.Context(), segmentKey("", 100, 105), &buf); err != nil {
 		t.Fatal(err)
 	}
 	p, err := Choose(t.Context(), s.st, 0, s.timeOf(105))

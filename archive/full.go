@@ -48,6 +48,10 @@ type Full struct {
 	Endpoint    string        `json:"endpoint"` // the member it was taken from
 	EtcdVersion string        `json:"etcdVersion"`
 	Data        store.Written `json:"data"`
+	// Generation is the stretch of history the backup belongs to (see Generation): a restore
+	// replays onto it only the history of that generation. Empty in backups taken before
+	// generations.
+	Generation Generation `json:"generation,omitempty"`
 }
 
 // DataKey is where its snapshot is.
@@ -60,6 +64,14 @@ type TakeOptions struct {
 	// Scratch is a folder for the snapshot on its way (it is removed after).
 	Scratch string
 	Now     func() time.Time
+	// Generation is the generation the backup continues ("": a new one); Captured how far
+	// that generation's history is stored, and ClusterID its cluster (0: not known). A
+	// snapshot below Captured, or of another cluster, is another history (the cluster restored
+	// to an earlier point, or endpoints that now reach another cluster): it starts a new
+	// generation.
+	Generation Generation
+	Captured   int64
+	ClusterID  etcdmedic.ClusterID
 }
 
 // TakeFull streams a snapshot from the member at conn's first endpoint, checks it (etcd's
@@ -134,6 +146,10 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rev),
 		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision, AuthEnabled: rep.Backend.AuthEnabled,
 		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
+		Generation: opts.Generation,
+	}
+	if f.Generation == "" || rev < opts.Captured || (opts.ClusterID != 0 && f.ClusterID != opts.ClusterID) {
+		f.Generation = NewGeneration()
 	}
 	in, err := os.Open(snap.Path)
 	if err != nil {

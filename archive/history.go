@@ -34,22 +34,35 @@ type Event struct {
 	At       time.Time `json:"at"`
 }
 
-// Segment is a stretch of history in the store: every event with a revision in (From, To].
+// Segment is a stretch of history in the store: every event with a revision in (From, To], as
+// the capture of Generation received it.
 type Segment struct {
-	Key      string
-	From, To int64
+	Key        string
+	Generation Generation
+	From, To   int64
 }
 
-func segmentKey(from, to int64) string {
-	return fmt.Sprintf("%s%012d-%012d.events", historyPrefix, from, to)
+// segmentKey is history/<generation>/<from>-<to>.events (history/<from>-<to>.events for the
+// empty generation, as etcdmedic stored segments before generations).
+func segmentKey(gen Generation, from, to int64) string {
+	if gen == "" {
+		return fmt.Sprintf("%s%012d-%012d.events", historyPrefix, from, to)
+	}
+	return fmt.Sprintf("%s%s/%012d-%012d.events", historyPrefix, gen, from, to)
 }
 
 func parseSegmentKey(k string) (Segment, bool) {
 	var s Segment
 	name := strings.TrimSuffix(strings.TrimPrefix(k, historyPrefix), ".events")
+	if gen, rest, ok := strings.Cut(name, "/"); ok {
+		if !generationPattern.MatchString(gen) {
+			return s, false
+		}
+		s.Generation, name = gen, rest
+	}
 	// Sscanf stops at the numbers: only a key spelled exactly as segmentKey spells it is a
 	// segment (a killed upload's "<key>.<random>.tmp" beside it is not).
-	if _, err := fmt.Sscanf(name, "%012d-%012d", &s.From, &s.To); err != nil || s.To < s.From || segmentKey(s.From, s.To) != k {
+	if _, err := fmt.Sscanf(name, "%012d-%012d", &s.From, &s.To); err != nil || s.To < s.From || segmentKey(s.Generation, s.From, s.To) != k {
 		return s, false
 	}
 	s.Key = k
@@ -66,12 +79,13 @@ const lastFlushTries = 3
 // a new full backup and capture from it.
 var ErrCompacted = errors.New("the history to capture from is compacted")
 
-// Capture watches every key from revision from+1 and stores what it sees as segments, one every
+// Capture watches every key from revision from+1 and stores what it sees as segments of
+// generation gen (that of the full backup it continues), one every
 // interval (none while nothing changes), until ctx ends. A segment that cannot be stored (the
 // store down or slow) is kept and retried with backoff, and what arrives meanwhile joins it:
 // nothing captured is dropped. It returns the last revision stored. Progress notifications move
 // a segment's end past quiet stretches, so that the recovery point keeps up with the cluster.
-func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from int64, interval time.Duration, onStored func(Segment, time.Time)) (int64, error) {
+func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Generation, from int64, interval time.Duration, onStored func(Segment, time.Time)) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from+1), clientv3.WithProgressNotify())
@@ -93,7 +107,8 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 		}
 		// Not ctx: the last segment is stored when the capture is asked to end too.
 		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		_, err := st.Put(pctx, segmentKey(stored, seen), &buf)
+		key := segmentKey(gen, stored, seen)
+		_, err := st.Put(pctx, key, &buf)
 		pcancel()
 		if err != nil {
 			putErr = err
@@ -102,7 +117,7 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, from in
 			return
 		}
 		if onStored != nil {
-			onStored(Segment{Key: segmentKey(stored, seen), From: stored, To: seen}, lastAt(pending))
+			onStored(Segment{Key: key, Generation: gen, From: stored, To: seen}, lastAt(pending))
 		}
 		pending, stored, backoff, nextTry = nil, seen, 0, time.Time{}
 	}
@@ -181,10 +196,10 @@ func Segments(ctx context.Context, st *store.Store) ([]Segment, error) {
 	return out, nil
 }
 
-// chain returns the segments that carry history from revision from up to at least to, in order,
-// or the revision where the history the store holds stops (a gap, or its end). Segments may
-// overlap (two captures into one store, or a capture restarted from a newer full backup): at
-// each step the one that reaches farthest is taken, and a replay skips what it has applied.
+// chain returns the segments, of one generation, that carry history from revision from up to
+// at least to, in order, or the revision where the history stops (a gap, or its end). Segments
+// may overlap (in the empty generation, two captures into one store): at each step the one that
+// reaches farthest is taken, and a replay skips what it has applied.
 func chain(segs []Segment, from, to int64) ([]Segment, int64) {
 	var out []Segment
 	at := from
@@ -235,32 +250,39 @@ type Reach struct {
 	Segments int       `json:"segments"` // segments of history after the backup
 }
 
-// ReachOf says how far a restore from the store reaches now, from the newest full backup that
-// did not fail verification; nil when there is none.
+// ReachOf says how far a restore from the store reaches now: the point a restore to the latest
+// point chooses (see Choose), or, when that refuses, the generation's reach from its newest
+// full backup that did not fail verification; nil when there is none.
 func ReachOf(ctx context.Context, st *store.Store, entries []Entry) (*Reach, error) {
 	segs, err := Segments(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	for i := len(entries) - 1; i >= 0; i-- {
-		e := entries[i]
-		if !e.Usable() {
+	var best *Point
+	for _, l := range lineages(entries, segs) {
+		var p *Point
+		for i := len(l.entries) - 1; i >= 0 && p == nil; i-- {
+			if e := l.entries[i]; e.Usable() {
+				p = &Point{Full: e.Full, endAt: e.Taken}
+				p.Segments, p.Revision = chain(l.segs, e.Revision, 1<<62)
+			}
+		}
+		if p == nil {
 			continue
 		}
-		chained, to := chain(segs, e.Revision, 1<<62)
-		r := &Reach{Backup: e.ID, Revision: to, At: e.Taken, Segments: len(chained)}
-		if len(chained) > 0 {
-			evs, err := readSegment(ctx, st, chained[len(chained)-1])
-			if err != nil {
+		if n := len(p.Segments); n > 0 {
+			if p.endAt, err = lastCaptured(ctx, st, p.Segments[n-1]); err != nil {
 				return nil, err
 			}
-			if len(evs) > 0 {
-				r.At = evs[len(evs)-1].At
-			}
 		}
-		return r, nil
+		if best == nil || p.laterThan(best, 0, time.Time{}) {
+			best = p
+		}
 	}
-	return nil, nil
+	if best == nil {
+		return nil, nil
+	}
+	return &Reach{Backup: best.Full.ID, Revision: best.Revision, At: best.endAt, Segments: len(best.Segments)}, nil
 }
 
 // leaseTTLs remembers the TTL each lease was granted with, asked of the cluster once per lease.

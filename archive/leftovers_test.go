@@ -25,7 +25,7 @@ func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Put(ctx, segmentKey(100, 200), strings.NewReader("{}\n")); err != nil {
+	if _, err := st.Put(ctx, segmentKey("", 100, 200), strings.NewReader("{}\n")); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -40,7 +40,7 @@ func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 		return name
 	}
 	killedLastWeek := leftover("full/20261124T000000.000Z-r000000000900.db", now.Add(-7*24*time.Hour))
-	killedYesterday := leftover(segmentKey(200, 300), now.Add(-25*time.Hour))
+	killedYesterday := leftover(segmentKey("", 200, 300), now.Add(-25*time.Hour))
 	stillUploading := leftover("full/20261203T000000.000Z-r000000001000.db", now.Add(-time.Hour))
 	notAnUpload := "notes.tmp"
 	os.WriteFile(filepath.Join(dir, notAnUpload), []byte("the operator's"), 0o600)
@@ -62,7 +62,7 @@ func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{segmentKey(100, 200), stillUploading, notAnUpload, others}; !sameKeys(keys, want) {
+	if want := []string{segmentKey("", 100, 200), stillUploading, notAnUpload, others}; !sameKeys(keys, want) {
 		t.Fatalf("after prune the store holds %q: want %q", keys, want)
 	}
 }

@@ -17,6 +17,9 @@ import (
 type Point struct {
 	Full     Full      `json:"full"`
 	Segments []Segment `json:"-"`
+	// overlapping are the other segments of its generation holding revisions it replays:
+	// pointEvents checks that they hold the same changes.
+	overlapping []Segment
 	// Revision is the revision restored; At the capture time of its last event (the full
 	// backup's time when no history is replayed).
 	Revision int64     `json:"revision"`
@@ -25,53 +28,9 @@ type Point struct {
 	Reachable int64 `json:"reachable"`
 	// toTime, when set, stops the replay at the last event captured at or before it.
 	toTime time.Time
-}
-
-// Choose picks the point to restore: toRevision (0: as late as the store reaches) or toTime
-// (zero: not by time). The full backup is the newest one at or before the point that did not
-// fail verification; the history after it must be whole up to the point.
-func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.Time) (*Point, error) {
-	entries, err := List(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	segs, err := Segments(ctx, st)
-	if err != nil {
-		return nil, err
-	}
-	for i := len(entries) - 1; i >= 0; i-- {
-		e := entries[i]
-		switch {
-		case !e.Usable():
-			continue
-		case toRevision > 0 && e.Revision > toRevision:
-			continue
-		case !toTime.IsZero() && e.Taken.After(toTime):
-			continue
-		}
-		p := &Point{Full: e.Full, Revision: e.Revision, At: e.Taken, toTime: toTime}
-		want := toRevision
-		if want == 0 {
-			want = 1 << 62
-		}
-		p.Segments, p.Reachable = chain(segs, e.Revision, want)
-		switch {
-		case toRevision > 0 && p.Reachable < toRevision:
-			return nil, fmt.Errorf("the store's history after backup %s stops at revision %d: revision %d cannot be reached", e.ID, p.Reachable, toRevision)
-		case toRevision > 0:
-			p.Revision = toRevision
-		default:
-			p.Revision = p.Reachable
-			if err := heldPastReach(ctx, st, entries, segs, e, p.Reachable, toTime); err != nil {
-				return nil, err
-			}
-		}
-		return p, nil
-	}
-	if len(entries) == 0 {
-		return nil, errors.New("the store holds no backup")
-	}
-	return nil, fmt.Errorf("no usable full backup at or before the point asked (revision %d, time %s)", toRevision, toTime.Format(time.RFC3339))
+	// endAt is when the last change the point's history reaches was captured (the full
+	// backup's time without history): Choose compares generations by it.
+	endAt time.Time
 }
 
 // materialize writes into path a snapshot of the point: the full backup (base, downloaded
@@ -166,6 +125,11 @@ func heldPastReach(ctx context.Context, st *store.Store, entries []Entry, segs [
 	return nil
 }
 
+// pastReachError is a point that would stop short of changes the store holds.
+type pastReachError struct{ msg string }
+
+func (p *pastReachError) Error() string { return p.msg }
+
 func pastReach(e Entry, reach, held int64, what string) error {
-	return fmt.Errorf("from backup %s (the newest usable one for this point) the store's history reaches revision %d, but %s: revisions %d to %d cannot be restored (a gap in the history, or a newer backup that failed verification). To restore anyway and lose them, give --to-revision %d", e.ID, reach, what, reach+1, held, reach)
+	return &pastReachError{fmt.Sprintf("from backup %s (the newest usable one for this point) the store's history reaches revision %d, but %s: revisions %d to %d cannot be restored (a gap in the history, or a newer backup that failed verification). To restore anyway and lose them, give --to-revision %d", e.ID, reach, what, reach+1, held, reach)}
 }

@@ -49,7 +49,7 @@ func TestRestoreToAPointInTime(t *testing.T) {
 	cctx, stopCapture := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := archive.Capture(cctx, src, st, full.Revision, 200*time.Millisecond, func(s archive.Segment, _ time.Time) {
+		_, err := archive.Capture(cctx, src, st, full.Generation, full.Revision, 200*time.Millisecond, func(s archive.Segment, _ time.Time) {
 			mu.Lock()
 			defer mu.Unlock()
 			for rev, at := range acked {

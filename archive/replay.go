@@ -8,41 +8,11 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/etcdmedic/etcdmedic/store"
 )
 
 // defaultLeaseTTL is granted, in a replay, to a lease whose TTL the capture could not learn (it
 // was gone when asked): its keys are deleted later in the history anyway.
 const defaultLeaseTTL = 60
-
-// pointEvents reads the history a point replays after its full backup, in order, each revision
-// once however the segments overlap, and none after the point (its revision or time).
-func pointEvents(ctx context.Context, st *store.Store, p *Point) ([]Event, error) {
-	var events []Event
-	at := p.Full.Revision // applied up to here
-	for _, s := range p.Segments {
-		evs, err := readSegment(ctx, st, s)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range evs {
-			if e.Revision <= at {
-				continue
-			}
-			// The point is a prefix of the history: the first change past it ends the replay
-			// (with a clock stepped back, a later change can carry an earlier time).
-			if e.Revision > p.Revision || (!p.toTime.IsZero() && e.At.After(p.toTime)) {
-				return events, nil
-			}
-			events = append(events, e)
-		}
-		if n := len(events); n > 0 {
-			at = max(at, events[n-1].Revision)
-		}
-	}
-	return events, nil
-}
 
 // replayOnto applies events to a scratch member, one revision per transaction, so that every
 // revision keeps its number, and every key keeps its lease: each lease is granted with its ID

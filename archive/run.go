@@ -85,7 +85,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	captured := int64(0) // the last revision the previous capture stored
 	for ctx.Err() == nil {
 		started := time.Now()
-		next, err := o.takeFull(ctx)
+		next, err := o.takeFull(ctx, f, captured)
 		captureFor := o.FullEvery
 		switch {
 		case err != nil && (f == nil || captured == 0):
@@ -99,6 +99,10 @@ func Run(ctx context.Context, o RunOptions) error {
 			captureFor = backoff
 			backoff = min(2*backoff, time.Minute)
 		default:
+			if f != nil && next.Generation != f.Generation {
+				say("full backup %s starts a new generation of history (%s): the cluster's history is not the one captured so far (revision %d, below %d, or another cluster)", next.ID, next.Generation, next.Revision, captured)
+				captured = 0 // captured from the new backup, never spliced onto the old history
+			}
 			f, backoff = next, time.Second
 			o.tookFull(ctx, f, started, say)
 		}
@@ -116,13 +120,18 @@ func Run(ctx context.Context, o RunOptions) error {
 }
 
 // takeFull takes a full backup from the first endpoint that gives one: a member down must not
-// stop the backups of a cluster that still serves.
-func (o RunOptions) takeFull(ctx context.Context) (*Full, error) {
+// stop the backups of a cluster that still serves. It continues the generation of prev (nil:
+// the run's first, a new generation), whose history is stored up to captured.
+func (o RunOptions) takeFull(ctx context.Context, prev *Full, captured int64) (*Full, error) {
+	opts := TakeOptions{Scratch: o.Scratch}
+	if prev != nil {
+		opts.Generation, opts.Captured, opts.ClusterID = prev.Generation, captured, prev.ClusterID
+	}
 	var errs []error
 	for i, endpoint := range o.Conn.Endpoints {
 		conn := o.Conn
 		conn.Endpoints = append([]string{endpoint}, slices.Delete(slices.Clone(o.Conn.Endpoints), i, i+1)...)
-		f, err := TakeFull(ctx, conn, o.Store, TakeOptions{Scratch: o.Scratch})
+		f, err := TakeFull(ctx, conn, o.Store, opts)
 		if err == nil {
 			return f, nil
 		}
@@ -174,20 +183,20 @@ func (o RunOptions) tookFull(ctx context.Context, f *Full, started time.Time, sa
 // captures from f. It returns the last revision stored.
 func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, d time.Duration, say func(string, ...any)) (int64, error) {
 	if captured == 0 {
-		stored, err := o.capture(ctx, f.Revision, d)
+		stored, err := o.capture(ctx, f.Generation, f.Revision, d)
 		return max(stored, f.Revision), err
 	}
-	stored, err := o.capture(ctx, captured, d)
+	stored, err := o.capture(ctx, f.Generation, captured, d)
 	if !errors.Is(err, ErrCompacted) || stored > captured || captured >= f.Revision {
 		return max(stored, captured), err
 	}
 	say("revisions %d to %d were compacted before they were captured: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
-	stored, err = o.capture(ctx, f.Revision, d)
+	stored, err = o.capture(ctx, f.Generation, f.Revision, d)
 	return max(stored, f.Revision), err
 }
 
-// capture captures history from revision from, for d.
-func (o RunOptions) capture(ctx context.Context, from int64, d time.Duration) (int64, error) {
+// capture captures history of generation gen from revision from, for d.
+func (o RunOptions) capture(ctx context.Context, gen Generation, from int64, d time.Duration) (int64, error) {
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	c := o.Conn
@@ -212,7 +221,7 @@ func (o RunOptions) capture(ctx context.Context, from int64, d time.Duration) (i
 			}
 		}()
 	}
-	stored, err := Capture(cctx, cli, o.Store, from, o.Segment, func(s Segment, at time.Time) {
+	stored, err := Capture(cctx, cli, o.Store, gen, from, o.Segment, func(s Segment, at time.Time) {
 		if m := o.Metrics; m != nil {
 			m.CapturedRevision.Set(float64(s.To))
 			m.lastCaptured.Store(at.UnixNano())

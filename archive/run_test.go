@@ -136,7 +136,7 @@ func TestCaptureAskedToEndSaysWhatItCouldNotStore(t *testing.T) {
 		var err error
 		go func() {
 			defer close(done)
-			stored, err = archive.Capture(cctx, cli, st, from, 200*time.Millisecond, func(s archive.Segment, _ time.Time) { got.Store(s.To) })
+			stored, err = archive.Capture(cctx, cli, st, full.Generation, from, 200*time.Millisecond, func(s archive.Segment, _ time.Time) { got.Store(s.To) })
 		}()
 		for i := 0; i < 300 && !until(); i++ {
 			time.Sleep(100 * time.Millisecond)

@@ -76,7 +76,7 @@ func TestVerifyAPointInTime(t *testing.T) {
 	}
 	captures := make(chan int64, 2)
 	capture := func(cctx context.Context, from int64) {
-		last, _ := archive.Capture(cctx, cli, st, from, 200*time.Millisecond, nil)
+		last, _ := archive.Capture(cctx, cli, st, full.Generation, from, 200*time.Millisecond, nil)
 		captures <- last
 	}
 	cctx, stopCapture := context.WithCancel(ctx)

@@ -211,7 +211,7 @@ func measure(ctx context.Context, t tools, cfg config) (*result, error) {
 	last := entries[len(entries)-1]
 	res.medicStored = last.Data.StoredBytes
 
-	if err := recoveryPoint(ctx, cfg, cli, medic, last.Revision, res); err != nil {
+	if err := recoveryPoint(ctx, cfg, cli, medic, last.Generation, last.Revision, res); err != nil {
 		return nil, err
 	}
 
@@ -246,7 +246,7 @@ func measure(ctx context.Context, t tools, cfg config) (*result, error) {
 // recoveryPoint writes at cfg.rate for cfg.loadSeconds with 16 clients while the history is
 // captured into st every second, and records for each acknowledged write how long after its
 // acknowledgement its revision was in the store.
-func recoveryPoint(ctx context.Context, cfg config, cli *clientv3.Client, st *store.Store, from int64, res *result) error {
+func recoveryPoint(ctx context.Context, cfg config, cli *clientv3.Client, st *store.Store, gen archive.Generation, from int64, res *result) error {
 	logf("recovery point: %d writes/s asked for %d s, history stored every second", cfg.rate, cfg.loadSeconds)
 	type stored struct {
 		to int64
@@ -257,7 +257,7 @@ func recoveryPoint(ctx context.Context, cfg config, cli *clientv3.Client, st *st
 	cctx, stopCapture := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := archive.Capture(cctx, cli, st, from, time.Second, func(s archive.Segment, _ time.Time) {
+		_, err := archive.Capture(cctx, cli, st, gen, from, time.Second, func(s archive.Segment, _ time.Time) {
 			mu.Lock()
 			segs = append(segs, stored{s.To, time.Now()})
 			mu.Unlock()
