@@ -24,6 +24,9 @@ type S3 struct {
 	dir, log string
 	args     []string
 	cmd      *exec.Cmd
+	// sockets are the Unix sockets weed makes in /tmp, whatever TMPDIR says, named after its
+	// ports (claimed by this process, so the names are this server's alone).
+	sockets []string
 }
 
 // URL is the store URL of prefix in the bucket, as etcdmedic's --store takes it.
@@ -69,6 +72,11 @@ func NewS3(dir string) (*S3, error) {
 		"-s3", fmt.Sprintf("-s3.port=%d", ports[6]), fmt.Sprintf("-s3.port.grpc=%d", ports[7]),
 		"-s3.port.iceberg=0", "-s3.port.lance=0", "-metricsPort=0", "-master.volumeSizeLimitMB=1024",
 		"-volume.max=100"} // volumes are sparse: a cap, not space taken (the default, 8, stopped a 1 GiB benchmark at 8 GiB)
+	s.sockets = []string{
+		fmt.Sprintf("/tmp/seaweedfs-master-grpc-%d.sock", ports[1]), fmt.Sprintf("/tmp/seaweedfs-volume-grpc-%d.sock", ports[3]),
+		fmt.Sprintf("/tmp/seaweedfs-filer-grpc-%d.sock", ports[5]), fmt.Sprintf("/tmp/seaweedfs-s3-grpc-%d.sock", ports[7]),
+		fmt.Sprintf("/tmp/seaweedfs-filer-%d.sock", ports[4]), fmt.Sprintf("/tmp/seaweedfs-s3-%d.sock", ports[6]),
+	}
 	if err := s.Start(); err != nil {
 		return nil, err
 	}
@@ -96,7 +104,8 @@ func (s *S3) Start() error {
 	return nil
 }
 
-// Stop kills the server (the store is down until Start).
+// Stop kills the server (the store is down until Start) and removes the sockets it made in
+// /tmp (Start makes them again).
 func (s *S3) Stop() {
 	if s.cmd != nil {
 		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
@@ -104,6 +113,9 @@ func (s *S3) Stop() {
 			time.Sleep(50 * time.Millisecond)
 		}
 		s.cmd = nil
+	}
+	for _, sock := range s.sockets {
+		os.Remove(sock)
 	}
 }
 
