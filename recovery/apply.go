@@ -47,11 +47,14 @@ type Applier struct {
 
 	background map[string]chan error // backups running while the survivor is rebuilt
 	// survivorLoaded opens when the survivor's etcd has loaded its data: the background
-	// backups wait for it. stopping opens when Apply returns: a background copy not begun is
-	// not begun, and Apply waits for the one running (backgroundDone) so that nothing writes
-	// after it returned.
-	survivorLoaded, stopping *gate
-	backgroundDone           chan struct{}
+	// backups wait for it. When Apply returns, the context the background copies run under is
+	// cancelled (a copy not begun is not begun, the one running stops at its next stage), and
+	// Apply waits for them (backgroundDone) before it releases its locks, so that nothing
+	// writes after it returned, nor while another run holds the locks.
+	survivorLoaded *gate
+	backgroundDone chan struct{}
+	// beforeBackgroundCopy, when set (by tests), is called as a background copy of m begins.
+	beforeBackgroundCopy func(m PlanMember)
 }
 
 // Report is what apply did.
@@ -72,30 +75,17 @@ var ErrStale = errors.New("the plan no longer matches the cluster")
 func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 	started := time.Now()
 	a.Out = &syncWriter{w: a.Out} // background backups report while steps run
-	a.survivorLoaded, a.stopping = newGate(), newGate()
-	defer func() {
-		a.stopping.open()
-		a.survivorLoaded.open() // a plan without a rebuild step, or a failed run
-		if a.backgroundDone != nil {
-			<-a.backgroundDone
-		}
-	}()
+	a.survivorLoaded = newGate()
 	for _, m := range a.Plan.Members {
 		if m.Runbook != "" && a.Operator == nil {
 			return nil, fmt.Errorf("%s is on the runbook: apply needs an operator to confirm its checkpoints", m.Name)
 		}
 	}
-	// One run at a time: two applies of one plan would interleave the journal and remove
-	// each other's backups mid-copy.
-	targets := []string{a.Dir}
-	for _, m := range a.Plan.Members {
-		targets = append(targets, m.DataDir)
-	}
-	release, err := runlock.AcquireAll(targets, "recover apply")
+	ctx, finish, err := a.exclusive(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer finish()
 	j, err := plan.OpenJournal(a.Dir)
 	if err != nil {
 		return nil, err
@@ -126,6 +116,34 @@ func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 	})
 	rep.Took = time.Since(started)
 	return rep, err
+}
+
+// exclusive takes the run locks on the plan folder and every member's data dir: two applies
+// of one plan would interleave the journal and remove each other's backups mid-copy. It
+// returns the context the run goes on under, and finish, which Apply defers: it cancels that
+// context (the background copies stop), waits until every background copy has ended, and only
+// then releases the locks.
+func (a *Applier) exclusive(ctx context.Context) (context.Context, func(), error) {
+	targets := []string{a.Dir}
+	for _, m := range a.Plan.Members {
+		targets = append(targets, m.DataDir)
+	}
+	release, err := runlock.AcquireAll(targets, "recover apply")
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	finish := func() {
+		cancel()
+		if a.survivorLoaded != nil {
+			a.survivorLoaded.open() // a plan without a rebuild step, or a failed run
+		}
+		if a.backgroundDone != nil {
+			<-a.backgroundDone
+		}
+		release()
+	}
+	return ctx, finish, nil
 }
 
 // checkReality refuses a plan made for a cluster that has changed since: another cluster's
@@ -355,7 +373,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 		}
 		return a.othersStopped()
 	case StepBackup:
-		return a.backupFirst()
+		return a.backupFirst(ctx)
 	case StepForceNewCluster, StepRestoreSnapshot:
 		defer a.survivorLoaded.open()
 		wctx, stopWatching := context.WithCancel(ctx)
@@ -402,7 +420,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 // backupOne copies one data dir into <backup>/<name>/data with a manifest, verified; a copy
 // already verified is kept as it is, and so is one plan took while it watched the member
 // stopped, as long as the data dir still holds exactly the files it copied, unchanged.
-func (a *Applier) backupOne(m PlanMember, workers int) error {
+func (a *Applier) backupOne(ctx context.Context, m PlanMember, workers int) error {
 	if m.Runbook != "" {
 		if _, err := os.Stat(m.DataDir); err != nil {
 			return a.operatorBackup(m)
@@ -420,7 +438,7 @@ func (a *Applier) backupOne(m PlanMember, workers int) error {
 	if _, err := os.Stat(final); err == nil {
 		return fmt.Errorf("backup %s exists but does not verify: move it aside and apply again", final)
 	}
-	man, err := copyMember(m, final+".partial", workers)
+	man, err := copyMember(ctx, m, final+".partial", workers)
 	if err != nil {
 		return err
 	}
@@ -553,7 +571,7 @@ func (a *Applier) removeLeftovers(ctx context.Context, survivor PlanMember) erro
 }
 
 func (a *Applier) rejoin(ctx context.Context, m PlanMember, rep *Report) error {
-	if err := a.ensureBackup(m); err != nil {
+	if err := a.ensureBackup(ctx, m); err != nil {
 		return err
 	}
 	if m.KubeadmJoin {

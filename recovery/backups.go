@@ -2,7 +2,6 @@ package recovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	goruntime "runtime"
 	"sync"
@@ -23,11 +22,13 @@ func foregroundWorkers() int { return min(4, goruntime.NumCPU()) }
 
 // backupFirst backs up the survivor and every member the operator archives, then starts the
 // background copies of the others.
-func (a *Applier) backupFirst() error {
+// The background copies run under ctx: once it is cancelled, a copy not begun is not begun
+// and the one running stops at its next stage (its .partial is thrown away on the next run).
+func (a *Applier) backupFirst(ctx context.Context) error {
 	var later []PlanMember
 	for _, m := range a.Plan.Members {
 		if m.Name == a.Plan.Survivor || m.Runbook != "" {
-			if err := a.backupOne(m, foregroundWorkers()); err != nil {
+			if err := a.backupOne(ctx, m, foregroundWorkers()); err != nil {
 				return err
 			}
 			continue
@@ -47,19 +48,19 @@ func (a *Applier) backupFirst() error {
 		loaded = newGate()
 		loaded.open()
 	}
-	if a.stopping == nil {
-		a.stopping = newGate() // backupFirst called outside Apply
-	}
 	a.backgroundDone = make(chan struct{})
 	go func() {
 		defer close(a.backgroundDone)
 		loaded.wait(a.Timeout)
 		for i, m := range later {
-			if a.stopping.isOpen() {
-				done[i] <- errors.New("apply stopped before this copy began")
+			if ctx.Err() != nil {
+				done[i] <- fmt.Errorf("apply stopped before this copy began: %w", context.Cause(ctx))
 				continue
 			}
-			done[i] <- a.backupOne(m, foregroundWorkers()) // the survivor has loaded its data
+			if a.beforeBackgroundCopy != nil {
+				a.beforeBackgroundCopy(m)
+			}
+			done[i] <- a.backupOne(ctx, m, foregroundWorkers()) // the survivor has loaded its data
 		}
 	}()
 	if len(later) > 0 {
@@ -70,7 +71,7 @@ func (a *Applier) backupFirst() error {
 
 // ensureBackup returns once m's backup is verified: the background copy when one runs (in this
 // process), or a copy made now (after an interruption, or when verification failed).
-func (a *Applier) ensureBackup(m PlanMember) error {
+func (a *Applier) ensureBackup(ctx context.Context, m PlanMember) error {
 	if ch, ok := a.background[m.Name]; ok {
 		delete(a.background, m.Name)
 		err := <-ch
@@ -79,7 +80,7 @@ func (a *Applier) ensureBackup(m PlanMember) error {
 		}
 		a.say("%s: the background backup failed (%v): backing up again", m.Name, err)
 	}
-	if err := a.backupOne(m, foregroundWorkers()); err != nil {
+	if err := a.backupOne(ctx, m, foregroundWorkers()); err != nil {
 		return fmt.Errorf("%s's data dir must be backed up before it is touched: %w", m.Name, err)
 	}
 	return nil
@@ -95,15 +96,6 @@ type gate struct {
 func newGate() *gate { return &gate{ch: make(chan struct{})} }
 
 func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
-
-func (g *gate) isOpen() bool {
-	select {
-	case <-g.ch:
-		return true
-	default:
-		return false
-	}
-}
 
 // wait returns when the gate opens, or after limit.
 func (g *gate) wait(limit time.Duration) {

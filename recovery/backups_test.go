@@ -33,11 +33,11 @@ func TestBackgroundBackupsAreWaitedForOneByOne(t *testing.T) {
 	}
 	var out bytes.Buffer
 	a := &Applier{Plan: p, Out: &syncWriter{w: &out}}
-	if err := a.backupFirst(); err != nil {
+	if err := a.backupFirst(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range p.Members[1:] {
-		if err := a.ensureBackup(m); err != nil {
+		if err := a.ensureBackup(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,7 +57,7 @@ func TestBackupWithoutWALFails(t *testing.T) {
 	}
 	p := &Plan{Survivor: "m1", BackupDir: t.TempDir(), Members: []PlanMember{{Name: "m1", DataDir: dir}}}
 	a := &Applier{Plan: p, Out: &syncWriter{w: &bytes.Buffer{}}}
-	err := a.backupOne(p.Members[0], 1)
+	err := a.backupOne(t.Context(), p.Members[0], 1)
 	if err == nil || !strings.Contains(err.Error(), "member/wal") {
 		t.Fatalf("backup of a member whose WAL link dangles: %v", err)
 	}

@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,8 +17,19 @@ import (
 // copyMember copies m's data dir (and its static pod manifest, if it has one) into partial:
 // partial/data, checksummed as it is written, verified against the source, with a manifest.
 // The caller renames partial into place once the copy may stand as the member's backup.
-func copyMember(m PlanMember, partial string, workers int) (backupManifest, error) {
+// A cancelled ctx stops the copy between its stages (data dir, WAL dir, each verification):
+// the partial copy left is thrown away by the next one.
+func copyMember(ctx context.Context, m PlanMember, partial string, workers int) (backupManifest, error) {
 	if err := os.RemoveAll(partial); err != nil { // an interrupted copy of ours, never the source
+		return backupManifest{}, err
+	}
+	stopped := func() error {
+		if ctx.Err() != nil {
+			return fmt.Errorf("back up %s: stopped: %w", m.Name, context.Cause(ctx))
+		}
+		return nil
+	}
+	if err := stopped(); err != nil {
 		return backupManifest{}, err
 	}
 	// The copy's folders, and the backup folder naming them, are fsynced before the data dir
@@ -47,19 +59,31 @@ func copyMember(m PlanMember, partial string, workers int) (backupManifest, erro
 		return backupManifest{}, err
 	}
 	man := backupManifest{Member: m.Name, Source: m.DataDir, Files: files, Links: links, Bytes: total, At: time.Now().UTC()}
+	if err := stopped(); err != nil {
+		return backupManifest{}, err
+	}
 	if m.WALDir != "" {
 		if err := copyWALApart(m, partial, workers, &man); err != nil {
 			return backupManifest{}, err
 		}
 	}
 	plan.Crashpoint("backup:" + m.Name + ":copied")
+	if err := stopped(); err != nil {
+		return backupManifest{}, err
+	}
 	if err := backup.VerifyAgainstSource(filepath.Join(partial, "data"), m.DataDir, files); err != nil {
 		return backupManifest{}, fmt.Errorf("backup of %s does not verify: %w", m.Name, err)
+	}
+	if err := stopped(); err != nil {
+		return backupManifest{}, err
 	}
 	if man.WALSource != "" {
 		if err := backup.VerifyAgainstSource(filepath.Join(partial, "wal"), m.WALDir, man.WALFiles); err != nil {
 			return backupManifest{}, fmt.Errorf("backup of %s's WAL dir does not verify: %w", m.Name, err)
 		}
+	}
+	if err := stopped(); err != nil {
+		return backupManifest{}, err
 	}
 	if m.Manifest != "" {
 		// The static pod manifest the recovery will edit is kept with the data it runs.

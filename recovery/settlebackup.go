@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,7 +46,8 @@ func (a *Assessment) backUpWhileSettling(stopped stoppedByPlan, o AssessOptions)
 			done <- err
 			return
 		}
-		_, err := copyMember(m, final+".partial", foregroundWorkers())
+		// keep always waits for this copy and removes it unless it stands: no cancellation.
+		_, err := copyMember(context.Background(), m, final+".partial", foregroundWorkers())
 		plan.Crashpoint("plan:backup:copied")
 		done <- err
 	}()
