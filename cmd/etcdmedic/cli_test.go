@@ -3,8 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
 // runCLI runs one etcdmedic command line in-process and returns its exit code and output.
@@ -12,6 +17,41 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// cliFunc runs one etcdmedic command line: runCLI, or a processCLI's run.
+type cliFunc func(t *testing.T, args ...string) (code int, stdout, stderr string)
+
+// processCLI runs etcdmedic command lines as the built binary, each in a process of its own,
+// for a test that needs what only a whole process has: its own PATH (a systemctl double) or
+// umask. Such a test runs in parallel with the others, which run the CLI in-process.
+type processCLI struct {
+	path  string // put first on PATH, when set
+	umask string // octal, when set
+}
+
+func (p processCLI) run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	argv := append([]string{etcdtest.EtcdmedicBinary(t)}, args...)
+	if p.umask != "" {
+		argv = append([]string{"/bin/sh", "-c", "umask " + p.umask + " && exec \"$0\" \"$@\""}, argv...)
+	}
+	cmd := exec.CommandContext(t.Context(), argv[0], argv[1:]...)
+	cmd.Env = os.Environ()
+	if p.path != "" {
+		cmd.Env = append(cmd.Env, "PATH="+p.path+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("run %v: %v", argv, err)
+	}
 	return code, out.String(), errOut.String()
 }
 

@@ -474,6 +474,11 @@ func (c *walApartCluster) fromConfigFiles(flag ...string) []string {
 // recover runs recover plan (members named by members) and apply.
 func (c *walApartCluster) recover(t *testing.T, etcdCommand string, members []string, extra ...string) {
 	t.Helper()
+	c.recoverWith(t, runCLI, etcdCommand, members, extra...)
+}
+
+func (c *walApartCluster) recoverWith(t *testing.T, runCLI cliFunc, etcdCommand string, members []string, extra ...string) {
+	t.Helper()
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	args := append([]string{"recover", "plan", "--plan-dir", planDir, "--backup-dir", backups, "--endpoints", strings.Join(c.eps, ","),
 		"--command-timeout", "2s", "--etcd-command", etcdCommand, "--etcd-flag=--initial-cluster-token=walapart"}, members...)
@@ -681,6 +686,7 @@ func TestUpgradeMembersWithTheirWALApart(t *testing.T) {
 // config: each is named by its unit (--from-unit, which also stops the running one with
 // systemctl stop) or its PD TOML (--from-config pd.toml). Nothing lost either way.
 func TestRecoverMembersRunByUnitsAndPDConfigs(t *testing.T) {
+	t.Parallel()
 	bin := etcdtest.EtcdmedicBinary(t)
 	for _, mode := range []string{byUnit, byPDConfig} {
 		t.Run(mode, func(t *testing.T) {
@@ -689,12 +695,12 @@ func TestRecoverMembersRunByUnitsAndPDConfigs(t *testing.T) {
 			waitAcked(t, ledger, 40)
 			c.loseQuorum()
 			ledger.Stop()
-			members := c.fromConfigFiles()
+			members, cli := c.fromConfigFiles(), runCLI
 			if mode == byUnit {
-				systemctlDouble(t, c.units)
+				cli = systemctlDouble(t, c.units).run
 				members = c.fromConfigFiles("--from-unit")
 			}
-			c.recover(t, bin+" etcd", members)
+			c.recoverWith(t, cli, bin+" etcd", members)
 			nothingLost(t, c.eps, ledger)
 		})
 	}

@@ -116,7 +116,12 @@ func planArgsFor(c *etcdtest.Cluster, planDir, backups, etcd string) []string {
 
 func recoverPlan(t *testing.T, args ...string) recoverPlanResult {
 	t.Helper()
-	code, out, errOut := runCLI(t, append(args, "-w", "json")...)
+	return recoverPlanWith(t, runCLI, args...)
+}
+
+func recoverPlanWith(t *testing.T, cli cliFunc, args ...string) recoverPlanResult {
+	t.Helper()
+	code, out, errOut := cli(t, append(args, "-w", "json")...)
 	if code != exitOK {
 		t.Fatalf("recover plan: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -129,7 +134,12 @@ func recoverPlan(t *testing.T, args ...string) recoverPlanResult {
 
 func recoverApply(t *testing.T, planDir string, extra ...string) {
 	t.Helper()
-	if code, out, errOut := runCLI(t, append([]string{"recover", "apply", planDir, "--yes"}, extra...)...); code != exitOK {
+	recoverApplyWith(t, runCLI, planDir, extra...)
+}
+
+func recoverApplyWith(t *testing.T, cli cliFunc, planDir string, extra ...string) {
+	t.Helper()
+	if code, out, errOut := cli(t, append([]string{"recover", "apply", planDir, "--yes"}, extra...)...); code != exitOK {
 		t.Fatalf("recover apply: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
@@ -200,9 +210,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
-// systemctlDouble puts a systemctl on PATH whose "stop UNIT" kills the process group whose
-// leader's pid is in <dir>/UNIT.pid, as systemd stops a unit's whole cgroup.
-func systemctlDouble(t *testing.T, units map[string]string) {
+// systemctlDouble makes a systemctl whose "stop UNIT" kills the process group whose leader's
+// pid is in <dir>/UNIT.pid, as systemd stops a unit's whole cgroup, and returns a CLI that
+// finds it first on its PATH.
+func systemctlDouble(t *testing.T, units map[string]string) processCLI {
 	t.Helper()
 	dir := t.TempDir()
 	for unit, pidFile := range units {
@@ -214,7 +225,7 @@ func systemctlDouble(t *testing.T, units map[string]string) {
 	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return processCLI{path: dir}
 }
 
 // 1. Incident 2 as it happens: a member's supervisor starts it again while quorum is lost. It
@@ -222,6 +233,7 @@ func systemctlDouble(t *testing.T, units map[string]string) {
 // its history from disk, and rebuilds from the member with the most. A supervisor plan does
 // not know is named, with the command that stops it, and nothing else is done.
 func TestHostileSupervisorRestartsAMember(t *testing.T) {
+	t.Parallel()
 	c, ledger := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, false)
 	best := bestCommitted(t, c)
 	m1 := c.Member("m1")
@@ -237,8 +249,8 @@ func TestHostileSupervisorRestartsAMember(t *testing.T) {
 		t.Fatal("a refused plan was saved")
 	}
 
-	systemctlDouble(t, map[string]string{"etcd-m1.service": pidFile})
-	pr := recoverPlan(t, append(args, "--systemd-unit", "m1=etcd-m1.service")...)
+	cli := systemctlDouble(t, map[string]string{"etcd-m1.service": pidFile})
+	pr := recoverPlanWith(t, cli.run, append(args, "--systemd-unit", "m1=etcd-m1.service")...)
 	s := pr.Plan.Assessment.SurvivorCandidate()
 	if s.Kept() < best {
 		t.Fatalf("survivor %s keeps %d entries, the best data dir knows %d committed", s.Name, s.Kept(), best)
@@ -249,7 +261,7 @@ func TestHostileSupervisorRestartsAMember(t *testing.T) {
 		}
 	}
 	before := dataDirSums(t, c)
-	recoverApply(t, planDir)
+	recoverApplyWith(t, cli.run, planDir)
 	checkRecovered(t, c, ledger, planDir)
 	assertEveryFileKept(t, before, backups)
 }

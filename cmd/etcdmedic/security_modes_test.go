@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/etcdmedic/etcdmedic/recovery"
@@ -65,6 +64,7 @@ func wantMode(t *testing.T, path string, want fs.FileMode) {
 // its quarantines and its members' .log and .pid readable by their owner only: each holds the
 // cluster's data or etcd's whole command line.
 func TestRecoveryFilesArePrivateUnderUmask022(t *testing.T) {
+	t.Parallel()
 	c, _ := quorumLost(t)
 	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
 	// A member log an older etcdmedic left readable by all is made private when appended to.
@@ -77,12 +77,11 @@ func TestRecoveryFilesArePrivateUnderUmask022(t *testing.T) {
 		}
 	}
 
-	old := syscall.Umask(0o022)
-	code, out, errOut := runCLI(t, recoverPlanArgs(t, c, planDir, backups)...)
+	cli := processCLI{umask: "022"}
+	code, out, errOut := cli.run(t, recoverPlanArgs(t, c, planDir, backups)...)
 	if code == exitOK {
-		code, out, errOut = runCLI(t, "recover", "apply", planDir, "--yes")
+		code, out, errOut = cli.run(t, "recover", "apply", planDir, "--yes")
 	}
-	syscall.Umask(old)
 	if code != exitOK {
 		t.Fatalf("recover: exit %d\n%s\n%s", code, out, errOut)
 	}
