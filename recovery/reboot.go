@@ -27,7 +27,7 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error
 		if _, _, running := local.FindProcess(m.DataDir); running {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(m.DataDir, "member", "wal")); err != nil {
+		if !hasWAL(m) {
 			continue // nothing to start from: the step that needs it will say so
 		}
 		a.say("%s does not run (the machine rebooted?): starting it again on %s", m.Name, m.DataDir)
@@ -38,4 +38,15 @@ func (a *Applier) restartAfterReboot(ctx context.Context, j *plan.Journal) error
 		}
 	}
 	return nil
+}
+
+// hasWAL reports whether m's WAL is there to start from: WAL segments in its --wal-dir when
+// it lives apart (etcd then writes no member/wal in the data dir), else member/wal.
+func hasWAL(m PlanMember) bool {
+	if m.WALDir == "" {
+		_, err := os.Stat(filepath.Join(m.DataDir, "member", "wal"))
+		return err == nil
+	}
+	segments, err := filepath.Glob(filepath.Join(m.WALDir, "*.wal"))
+	return err == nil && len(segments) > 0
 }
