@@ -9,7 +9,11 @@ import (
 )
 
 // pointEvents reads the history a point replays after its full backup, in order, each revision
-// once however the segments overlap, and none after the point (its revision or time). Where
+// once however the segments overlap, and none after the point (its revision or time).
+//
+// Every revision is at least one change, so the history must hold each revision from the
+// backup's up to the point: a segment emptied or cut short (a power cut, a truncation) fails
+// the restore, naming it, where the replay would quietly stop short of the point asked. Where
 // two segments hold the same revision (the segments of the empty generation, written before
 // generations), they must hold the same changes: two histories (a cluster restored to an earlier
 // point that went on, two clusters in one store) are never spliced into one.
@@ -17,7 +21,7 @@ func pointEvents(ctx context.Context, st *store.Store, p *Point) ([]Event, error
 	read := map[string][]Event{}
 	var events []Event
 	last := p.Full.Revision // the newest revision taken
-	done := false
+	byTime, done := false, false
 	for _, s := range p.Segments {
 		evs, err := readSegment(ctx, st, s)
 		if err != nil {
@@ -32,8 +36,11 @@ func pointEvents(ctx context.Context, st *store.Store, p *Point) ([]Event, error
 			// The point is a prefix of the history: the first change past it ends the replay
 			// (with a clock stepped back, a later change can carry an earlier time).
 			if e.Revision > p.Revision || (!p.toTime.IsZero() && e.At.After(p.toTime)) {
-				done = true
+				byTime, done = e.Revision <= p.Revision, true
 				break
+			}
+			if e.Revision > last+1 {
+				return nil, fmt.Errorf("history segment %s has no change at revision %d (it covers revisions %d to %d): it is damaged, and the history cannot be replayed past revision %d", s.Key, last+1, s.From+1, s.To, last)
 			}
 			events = append(events, e)
 			last, takingLast = e.Revision, true
@@ -42,10 +49,23 @@ func pointEvents(ctx context.Context, st *store.Store, p *Point) ([]Event, error
 			break
 		}
 	}
+	if !byTime && last != p.Revision {
+		return nil, fmt.Errorf("the history stops at revision %d, short of revision %d: %s", last, p.Revision, shortfallWhy(p, last))
+	}
 	if err := sameWhereOverlapping(ctx, st, p, events, read); err != nil {
 		return nil, err
 	}
 	return events, nil
+}
+
+// shortfallWhy names the segment that should have held revision last+1.
+func shortfallWhy(p *Point, last int64) string {
+	for _, s := range p.Segments {
+		if s.From <= last && last < s.To {
+			return fmt.Sprintf("history segment %s covers revisions %d to %d but holds no change past revision %d (emptied or cut short)", s.Key, s.From+1, s.To, last)
+		}
+	}
+	return "no history segment holds the next revision"
 }
 
 // sameWhereOverlapping checks that every segment of the point's chain, and every other segment

@@ -195,7 +195,23 @@ func (s *Store) Get(ctx context.Context, key string) (io.ReadCloser, error) {
 	source := &sourceReader{r: br}
 	buffered := bufio.NewReader(source)
 	var plain io.Reader = buffered
-	if head, _ := buffered.Peek(len(ageHeader)); string(head) == ageHeader {
+	head, _ := buffered.Peek(len(ageHeader))
+	if source.err != nil {
+		br.Close()
+		return nil, fmt.Errorf("read %s: %w", key, source.err)
+	}
+	// Put never stores an object that is neither age's nor zstd's (zstd writes a frame even
+	// for no bytes at all): anything else, an empty file first of all, is damaged, never a
+	// stream that decompresses to nothing.
+	if string(head) != ageHeader && !bytes.HasPrefix(head, zstdMagic) {
+		br.Close()
+		what := "it is neither zstd nor age"
+		if len(head) == 0 {
+			what = "it is empty (0 bytes)"
+		}
+		return nil, fmt.Errorf("%s: %w: %s", key, ErrCorrupt, what)
+	}
+	if string(head) == ageHeader {
 		if len(s.identities) == 0 {
 			br.Close()
 			return nil, fmt.Errorf("%s is encrypted with age: give the identity file that opens it (--age-identity)", key)
@@ -244,6 +260,9 @@ func (c corruptUnlessSource) Read(p []byte) (int, error) {
 }
 
 const ageHeader = "age-encryption.org/v1"
+
+// zstdMagic begins every zstd frame.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
 
 type readCloser struct {
 	io.Reader

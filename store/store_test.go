@@ -156,3 +156,29 @@ func TestListingWhileUploadsComeAndGo(t *testing.T) {
 	<-done
 	t.Logf("%d listings beside the uploads", lists)
 }
+
+// An object emptied or replaced on disk (a power cut that kept a renamed file's name and lost
+// its bytes, a truncation) is damaged: it never reads as an object holding nothing.
+func TestAnEmptiedObjectIsDamagedNotEmpty(t *testing.T) {
+	st, dir := openFile(t, store.Options{})
+	if _, err := st.Put(context.Background(), "history/a.events", strings.NewReader("")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, st, "history/a.events"); len(got) != 0 {
+		t.Fatalf("an object stored empty reads back as %q", got)
+	}
+	for name, bytes := range map[string][]byte{"emptied": nil, "not zstd": []byte("{\"rev\":101}\n")} {
+		if err := os.WriteFile(filepath.Join(dir, "history", "a.events"), bytes, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Get(context.Background(), "history/a.events")
+		if err == nil {
+			b, rerr := io.ReadAll(r)
+			r.Close()
+			t.Fatalf("%s: reads as %d bytes (%v), want ErrCorrupt", name, len(b), rerr)
+		}
+		if !errors.Is(err, store.ErrCorrupt) {
+			t.Fatalf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}
