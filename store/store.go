@@ -20,7 +20,9 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"filippo.io/age"
@@ -50,6 +52,10 @@ type Store struct {
 	bucket     *blob.Bucket
 	recipients []age.Recipient
 	identities []age.Identity
+	// folder is a file:// store's folder (see durable.go); "" for the others.
+	folder string
+	// durableFolders are the folders under folder whose entries are known synced in their parents.
+	durableFolders sync.Map
 }
 
 // ErrNotFound is a key with no object.
@@ -66,7 +72,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--store %q: %w", rawURL, err)
 	}
-	open := rawURL
+	open, folder := rawURL, ""
 	switch u.Scheme {
 	case "file":
 		if u.Path == "" {
@@ -77,11 +83,15 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		} else if err != nil && !opts.Create {
 			return nil, fmt.Errorf("--store %q: no store there (%v): backup now or backup run makes one", rawURL, err)
 		}
-		if err := os.MkdirAll(u.Path, 0o700); err != nil {
+		if err := mkdirAllSynced(u.Path); err != nil {
 			return nil, fmt.Errorf("--store %q: %w", rawURL, err)
 		}
+		folder = filepath.Clean(u.Path)
 		q := u.Query()
 		q.Set("no_tmp_dir", "true") // temp files beside the objects, then renamed: same filesystem
+		// No sidecar attribute files: etcdmedic reads none, and each would be one more file
+		// to make durable (a torn one fails the read of its object).
+		q.Set("metadata", "skip")
 		u.RawQuery = q.Encode()
 		open = u.String()
 	case "s3", "gs", "azblob":
@@ -98,7 +108,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", rawURL, err)
 	}
-	s := &Store{URL: rawURL, bucket: b}
+	s := &Store{URL: rawURL, bucket: b, folder: folder}
 	for _, r := range opts.Recipients {
 		rec, err := age.ParseX25519Recipient(r)
 		if err != nil {
@@ -137,11 +147,17 @@ type Written struct {
 }
 
 // Put stores what r holds under key, compressed (and encrypted), and commits it only when all
-// of r was read and written: an error or a cancelled ctx leaves no object under key.
+// of r was read and written: an error or a cancelled ctx leaves no object under key. In a
+// file:// store the object is durable when Put returns (see syncFile): synced, then renamed,
+// then its folder synced.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader) (*Written, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	bw, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	var file *os.File // a file:// store's temporary file for the object
+	bw, err := s.bucket.NewWriter(wctx, key, &blob.WriterOptions{ContentType: "application/octet-stream", BeforeWrite: func(as func(any) bool) error {
+		as(&file)
+		return nil
+	}})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
@@ -172,12 +188,18 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (*Written, err
 	if err == nil {
 		err = sealed.Close()
 	}
+	if err == nil && file != nil {
+		err = file.Sync()
+	}
 	if err != nil {
 		cancel() // the writer discards what it has
 		bw.Close()
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
 	if err := bw.Close(); err != nil {
+		return nil, fmt.Errorf("store %s: %w", key, err)
+	}
+	if err := s.syncFoldersOf(key); err != nil {
 		return nil, fmt.Errorf("store %s: %w", key, err)
 	}
 	return &Written{Key: key, Bytes: n, StoredBytes: counted.n, SHA256: hex.EncodeToString(h.Sum(nil)), Encrypted: len(s.recipients) > 0}, nil
