@@ -171,6 +171,13 @@ func WriteJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	return WriteFileAtomic(path, b)
+}
+
+// WriteFileAtomic writes b to path (0600) through a temporary file, fsync, rename and an fsync
+// of the folder: a crash leaves the old file or the new one, never half of one, and the new one
+// is durable when it returns.
+func WriteFileAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {

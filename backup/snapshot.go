@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"path/filepath"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -25,7 +26,8 @@ type Snapshot struct {
 
 // SaveSnapshot streams the db of the member cli talks to (its first endpoint) into path, as
 // etcdctl snapshot save does: written to path.partial (private to its owner: it holds every
-// Secret of the cluster), synced, then renamed, so that path never names half a snapshot.
+// Secret of the cluster), synced, then renamed, so that path never names half a snapshot, and
+// its folder synced: the snapshot is durable when SaveSnapshot returns.
 func SaveSnapshot(ctx context.Context, cli *clientv3.Client, path string) (*Snapshot, error) {
 	rc, err := cli.Snapshot(ctx)
 	if err != nil {
@@ -50,6 +52,11 @@ func SaveSnapshot(ctx context.Context, cli *clientv3.Client, path string) (*Snap
 	}
 	if err != nil {
 		os.Remove(tmp)
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	// The rename is durable too: a step recorded done after the snapshot (upgrade apply's, a
+	// member removed after it) must find it after a power cut.
+	if err := SyncDir(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	ok := n%512 == sha256.Size && bytes.Equal(body.h.Sum(nil), body.last)

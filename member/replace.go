@@ -211,7 +211,7 @@ func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir s
 	if from == "" {
 		return nil, errors.New("no voter answers to take a snapshot from")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := backup.MkdirAllSynced(dir); err != nil {
 		return nil, err
 	}
 	now := time.Now
@@ -229,7 +229,7 @@ func SaveSnapshot(ctx context.Context, conn cluster.Conn, v *cluster.View, dir s
 		return nil, err
 	}
 	sum, n := saved.SHA256, saved.Size
-	if err := os.WriteFile(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n"), 0o600); err != nil {
+	if err := backup.WriteFileAtomic(path+".sha256", []byte(sum+"  "+filepath.Base(path)+"\n")); err != nil {
 		return nil, err
 	}
 	if err := backup.VerifySnapshot(path, sum); err != nil {
