@@ -95,6 +95,10 @@ func (a *Applier) Apply(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	} else {
+		// A resumed run: the survivor's data dir may have been swapped or remounted since.
+		if err := a.survivorAsPlanned(j); err != nil {
+			return nil, err
+		}
 		if _, done := j.Done(string(StepBackup)); done {
 			// The survivor has changed since its backup: that backup is the only copy of its
 			// data as it was, and must still be there.

@@ -99,17 +99,23 @@ func newSnapshotSource(o SnapshotOptions, survivor Candidate) (*SnapshotSource, 
 // one-member cluster. Run again, it goes on from wherever it stopped.
 func (a *Applier) restoreSnapshot(ctx context.Context, survivor PlanMember, rep *Report) error {
 	src := a.Plan.FromSnapshot
+	restoredID, err := a.restoredClusterID()
+	if err != nil {
+		return err
+	}
 	r, err := datadir.Inspect(survivor.DataDir, datadir.Options{WALDir: survivor.WALDir})
 	switch {
 	case errors.Is(err, datadir.ErrLocked):
-		// Running: the restored member started by an earlier run (another cluster ID than the
-		// plan's), or the old survivor, which must not be.
-		if id := a.liveClusterID(ctx, survivor); id == a.Plan.ClusterID || id == etcdmedic.NoID {
-			return fmt.Errorf("an etcd runs on %s's data dir (cluster %s): stop it, then apply again", survivor.Name, id)
+		// Running: the restored member started by an earlier run (the restore's cluster ID),
+		// or the old survivor or any other etcd, which must not be.
+		if id := a.liveClusterID(ctx, survivor); id != restoredID {
+			return fmt.Errorf("an etcd runs on %s's data dir (cluster %s, not the restore's %s): stop it, then apply again", survivor.Name, id, restoredID)
 		}
 		return a.waitWrites(ctx, survivor)
-	case err == nil && r.Identity != nil && r.Identity.ClusterID != a.Plan.ClusterID:
+	case err == nil && r.Identity != nil && r.Identity.ClusterID == restoredID:
 		a.say("%s's data dir already holds the restored member (cluster %s)", survivor.Name, r.Identity.ClusterID)
+	case err == nil && r.Identity != nil && r.Identity.ClusterID != a.Plan.ClusterID:
+		return fmt.Errorf("%w: %s's data dir holds data of cluster %s, neither the plan's %s nor the restore's %s; nothing was changed: put the survivor's data back, or make a new plan", ErrStale, survivor.Name, r.Identity.ClusterID, a.Plan.ClusterID, restoredID)
 	default:
 		restored := strings.TrimRight(survivor.DataDir, "/") + ".etcdmedic-restore"
 		if err := a.restoreBeside(ctx, survivor, restored); err != nil {
@@ -187,7 +193,7 @@ func (a *Applier) restoreBeside(ctx context.Context, survivor PlanMember, dir st
 	}
 	args := []string{"snapshot", "restore", src.Path, "--data-dir", dir, "--name", survivor.Name,
 		"--initial-cluster", initialClusterOf(survivor), "--initial-advertise-peer-urls", strings.Join(survivor.PeerURLs, ","),
-		"--initial-cluster-token", "etcdmedic-restore-" + a.Plan.CreatedAt.Format("20060102T150405Z")}
+		"--initial-cluster-token", a.restoreToken()}
 	if src.BumpRevision > 0 {
 		args = append(args, "--bump-revision", strconv.FormatUint(src.BumpRevision, 10))
 	}

@@ -165,3 +165,47 @@ func TestRecoverApplyFinishesARejoinQuarantineItWasKilledIn(t *testing.T) {
 		t.Fatalf("guard on %s's data dir after the recovery: exit %d, %s: %s\n%s", other, code, g.Verdict.Class, g.Verdict.Reason, errOut)
 	}
 }
+
+// Review finding 4: the first apply fails at stop-all (a supervisor restarted a member), so the
+// journal is no longer empty; meanwhile the survivor's volume is swapped for one holding another
+// cluster's data. The rerun used to check only the other members, back that data up and force
+// it as the cluster. It refuses before anything is done: nothing journaled, backed up or moved.
+func TestRecoverApplyResumedRefusesASurvivorSwappedForAnotherCluster(t *testing.T) {
+	t.Parallel()
+	c, _ := lostQuorumAllDown(t, etcdtest.ClusterSpec{}, true)
+	planDir, backups := filepath.Join(t.TempDir(), "plan"), filepath.Join(t.TempDir(), "backups")
+	pr := recoverPlan(t, planArgsFor(c, planDir, backups, etcdmedicEtcd(t))...)
+	survivor := c.Member(pr.Plan.Survivor)
+	journal := `{"step":"stop-all","event":"start","at":"2026-12-01T03:00:00Z"}` + "\n" +
+		`{"step":"stop-all","event":"failed","at":"2026-12-01T03:00:05Z","note":"stop m2: it was started again"}` + "\n"
+	writeFile(t, filepath.Join(planDir, plan.JournalFile), journal)
+
+	foreign := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	dev := foreign.Members()[0]
+	if err := dev.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(survivor.DataDir, survivor.DataDir+".real"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dev.DataDir, survivor.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	before := dataDirSums(t, c)
+	code, out, errOut := runCLI(t, "recover", "apply", planDir, "--yes")
+	if code != exitCritical || !strings.Contains(errOut, "now holds data of cluster") || !strings.Contains(errOut, pr.Plan.ClusterID.String()) {
+		t.Fatalf("apply resumed on another cluster's survivor: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if b, err := os.ReadFile(filepath.Join(planDir, plan.JournalFile)); err != nil || string(b) != journal {
+		t.Fatalf("a refused apply wrote to the journal: %q, %v", b, err)
+	}
+	if _, err := os.Stat(backups); err == nil {
+		t.Error("a refused apply backed up the foreign data")
+	}
+	after := dataDirSums(t, c)
+	for _, m := range c.Members() {
+		if !slices.Equal(before[m.Name], after[m.Name]) {
+			t.Errorf("%s's data dir changed under a refused apply", m.Name)
+		}
+	}
+}
