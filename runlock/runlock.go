@@ -1,5 +1,7 @@
 // Package runlock lets one etcdmedic run at a time change a plan dir or a data dir: an
-// exclusive flock on a lock file beside the target, which names the run that holds it.
+// exclusive flock on a lock file beside the target, which names the run that holds it, and on
+// one named by the target's resolved path in a private folder under the temp dir, which every
+// run takes, whether the target's parent can be written or not (lockFilesFor).
 //
 // The kernel drops a flock when its holder exits, however it exits, so a killed run never
 // leaves a stale lock behind. The lock file itself is never removed: unlinking a flocked file
@@ -36,25 +38,31 @@ const fallbackFolder = "etcdmedic-locks"
 type Lock struct {
 	Target   string // as given
 	Resolved string // absolute, symlinks resolved: what the lock is keyed on
+	// LockFile is the lock file beside the target, or the one in the fallback folder when the
+	// target's parent is not writable (see lockFilesFor: the fallback one is held too).
 	LockFile string
-	f        *os.File
+	files    []*os.File // in the order taken
 }
 
-// Release unlocks and closes. The lock file stays (see the package comment).
+// Release unlocks and closes, the files in the reverse order of their taking. The lock files
+// stay (see the package comment).
 func (l *Lock) Release() error {
-	if l == nil || l.f == nil {
+	if l == nil {
 		return nil
 	}
-	f := l.f
-	l.f = nil
-	uerr := unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("release lock %s: %w", l.LockFile, err)
+	var first error
+	for i := len(l.files) - 1; i >= 0; i-- {
+		f := l.files[i]
+		uerr := unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		if err := f.Close(); err != nil && first == nil {
+			first = fmt.Errorf("release lock %s: %w", f.Name(), err)
+		}
+		if uerr != nil && first == nil {
+			first = fmt.Errorf("release lock %s: %w", f.Name(), uerr)
+		}
 	}
-	if uerr != nil {
-		return fmt.Errorf("release lock %s: %w", l.LockFile, uerr)
-	}
-	return nil
+	l.files = nil
+	return first
 }
 
 // HeldError says that another run holds the target, and who, as far as can be told.
@@ -170,12 +178,25 @@ func (lk locker) acquireAll(targets []string, purpose string) (func(), error) {
 }
 
 func (lk locker) acquireResolved(target, resolved, purpose string) (*Lock, error) {
-	lockFile, fallback := lockFileFor(resolved, lk.writable)
-	if fallback {
-		if err := privateFolder(filepath.Dir(lockFile)); err != nil {
-			return nil, fmt.Errorf("lock %s: %w", target, err)
-		}
+	files, err := lockFilesFor(resolved, lk.writable)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", target, err)
 	}
+	l := &Lock{Target: target, Resolved: resolved, LockFile: files[0]}
+	line, _ := json.Marshal(holder{PID: lk.pid, Command: lk.command, Purpose: purpose, Since: lk.now()})
+	for _, lockFile := range files {
+		f, err := lk.lockOne(target, lockFile, append(line, '\n'))
+		if err != nil {
+			l.Release()
+			return nil, err
+		}
+		l.files = append(l.files, f)
+	}
+	return l, nil
+}
+
+// lockOne opens lockFile, flocks it without waiting and writes the holder's line into it.
+func (lk locker) lockOne(target, lockFile string, line []byte) (*os.File, error) {
 	// O_NOFOLLOW: a symlink planted where the lock file goes must not make a root run
 	// truncate the file it points to. Go opens with O_CLOEXEC, so a member this run starts
 	// does not inherit the lock.
@@ -190,13 +211,12 @@ func (lk locker) acquireResolved(target, resolved, purpose string) (*Lock, error
 		}
 		return nil, fmt.Errorf("lock %s: %w", lockFile, err)
 	}
-	l := &Lock{Target: target, Resolved: resolved, LockFile: lockFile, f: f}
-	line, _ := json.Marshal(holder{PID: lk.pid, Command: lk.command, Purpose: purpose, Since: lk.now()})
-	if err := writeHolder(f, append(line, '\n')); err != nil {
-		l.Release()
+	if err := writeHolder(f, line); err != nil {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
 		return nil, fmt.Errorf("write the holder into lock file %s: %w", lockFile, err)
 	}
-	return l, nil
+	return f, nil
 }
 
 func writeHolder(f *os.File, line []byte) error {
@@ -297,6 +317,32 @@ func resolve(target string) (string, error) {
 		rest = filepath.Join(filepath.Base(dir), rest)
 		dir = parent
 	}
+}
+
+// lockFilesFor lists the lock files a run takes for a resolved target, in the order it takes
+// them: the one beside the target when its parent is writable (a refusal names its holder
+// from it, as before), then the one in the fallback folder. Every run takes the fallback file, so two runs exclude each other even when one
+// found the parent missing or read-only and the other finds it writable (the first run, or
+// the etcd it starts, creates the data dir). Only when the fallback folder cannot be used
+// (another user's) and the parent is writable is the file beside the target taken alone, as
+// it always was.
+func lockFilesFor(resolved string, writable func(dir string) bool) ([]string, error) {
+	beside, onlyFallback := lockFileFor(resolved, writable)
+	fallback := beside
+	if !onlyFallback {
+		sum := sha256.Sum256([]byte(resolved))
+		fallback = filepath.Join(os.TempDir(), fallbackFolder, hex.EncodeToString(sum[:])+".lock")
+	}
+	if err := privateFolder(filepath.Dir(fallback)); err != nil {
+		if onlyFallback {
+			return nil, err
+		}
+		return []string{beside}, nil
+	}
+	if onlyFallback {
+		return []string{fallback}, nil
+	}
+	return []string{beside, fallback}, nil
 }
 
 // lockFileFor is where the lock of a resolved target lives: beside it, never inside (etcd's
