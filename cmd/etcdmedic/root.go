@@ -99,6 +99,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 // Every command runs under one context that SIGINT or SIGTERM cancels: the command stops where
 // it is and returns, so that its deferred cleanups run (temporary db copies are removed, locks
 // released) before etcdmedic exits. A second signal ends etcdmedic at once, as without it.
+// A command stopped so exits 3 (exitFailed), whatever the error its stop caused says: a probe
+// cut short is no proof that the cluster refused, nor that a plan is stale.
 func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -114,12 +116,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &v) {
 		return v.code
 	}
-	if cause := context.Cause(ctx); ctx.Err() != nil && !errors.Is(err, cause) {
+	stopped := ctx.Err() != nil
+	if cause := context.Cause(ctx); stopped && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (stopped: %v)", err, cause) // the cause names the signal
 	}
 	fmt.Fprintf(stderr, "Error: %v\n", err)
 	var ce *cliError
-	if errors.As(err, &ce) {
+	switch {
+	case stopped:
+		// The command's own hint is about the error the stop caused, not about the stop.
+		fmt.Fprintf(stderr, "Hint: stopped before it finished: run the same command again (an apply resumes where it stopped)\n")
+		return exitFailed
+	case errors.As(err, &ce):
 		if ce.hint != "" {
 			fmt.Fprintf(stderr, "Hint: %s\n", ce.hint)
 		}
