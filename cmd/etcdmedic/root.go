@@ -101,10 +101,20 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 // released) before etcdmedic exits. A second signal ends etcdmedic at once, as without it.
 // A command stopped so exits 3 (exitFailed), whatever the error its stop caused says: a probe
 // cut short is no proof that the cluster refused, nor that a plan is stale.
+//
+// SIGPIPE is caught too, so that a write to a closed stdout or stderr (the reader of a pipeline
+// gone, often killed by the same Ctrl-C) returns EPIPE instead of killing etcdmedic before its
+// cleanups; such a write stops the command as a signal does (stopOnEPIPE).
 func run(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	context.AfterFunc(ctx, stop) // the first signal cancels; the next one gets Go's default
+	context.AfterFunc(signalled, stop) // the first signal cancels; the next one gets Go's default
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE) // caught, not ignored: the etcds started keep the default
+	defer signal.Stop(pipe)
+	ctx, cancel := context.WithCancelCause(signalled)
+	defer cancel(nil)
+	stdout, stderr = stopOnEPIPE{stdout, cancel}, stopOnEPIPE{stderr, cancel}
 	root := newRootCommand(stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -134,4 +144,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return ce.code
 	}
 	return exitFailed
+}
+
+// errOutputClosed is why a command stopped when its stdout or stderr was closed.
+var errOutputClosed = errors.New("output closed (broken pipe)")
+
+// stopOnEPIPE is a command's stdout or stderr: a write that fails because its reader is gone
+// (EPIPE) stops the command, through the cancel of its context.
+type stopOnEPIPE struct {
+	w    io.Writer
+	stop context.CancelCauseFunc
+}
+
+func (s stopOnEPIPE) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if errors.Is(err, syscall.EPIPE) {
+		s.stop(errOutputClosed)
+	}
+	return n, err
 }

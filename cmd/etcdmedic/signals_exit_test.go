@@ -75,3 +75,23 @@ func TestSignalDuringAProbeExits3(t *testing.T) {
 		t.Fatalf("interrupted probe: exit %d\n%s", ee.ExitCode(), errOut.String())
 	}
 }
+
+// Review finding 8: Ctrl-C in `etcdmedic ... 2>&1 | tee log` kills tee too, and etcdmedic's
+// next line on the closed pipe killed it with SIGPIPE (exit 141), before any cleanup. It gets
+// EPIPE instead, stops as for the signal, and exits 3.
+func TestSignalWithItsOutputPipeClosedExits3(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone
+	ee := interruptedProbe(t, w)
+	w.Close()
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("etcdmedic was killed by %v, want it to stop by itself with exit 3", ws.Signal())
+	}
+	if ee.ExitCode() != exitFailed {
+		t.Fatalf("exit %d, want %d", ee.ExitCode(), exitFailed)
+	}
+}
