@@ -371,16 +371,27 @@ func (a *Applier) enableDowngrade(ctx context.Context) error {
 			}
 		}
 	}
-	deadline := time.Now().Add(a.Timeout)
+	return waitStorageAt(ctx, target, a.Timeout, func(ctx context.Context) *cluster.View { return cluster.Observe(ctx, a.conn()) })
+}
+
+// waitStorageAt asks observe every 500 ms until every member answers with storage version
+// target.x, timeout has passed, or ctx ends (SIGINT, SIGTERM: the wait stops at once).
+func waitStorageAt(ctx context.Context, target string, timeout time.Duration, observe func(context.Context) *cluster.View) error {
+	deadline := time.Now().Add(timeout)
 	for {
-		v := cluster.Observe(ctx, a.conn())
-		if storageAt(v, target) {
+		if storageAt(observe(ctx), target) {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the storage version did not drop to %s within %s", target, a.Timeout)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for the storage version to drop to %s: %w", target, context.Cause(ctx))
 		}
-		time.Sleep(500 * time.Millisecond)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the storage version did not drop to %s within %s", target, timeout)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 }
 
