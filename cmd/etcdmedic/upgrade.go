@@ -245,10 +245,10 @@ they are back. Before its first step it checks the plan's recorded check again, 
 not route around.
 
 Progress: with -w table, a line per step and per event on stderr, and the step timings on
-stdout at the end. With -w json, stdout is JSON lines: one object per event as it happens
+stdout at the end. With -w json, stderr is JSON lines: one object per event as it happens
 ({"time","event","member","step","message"}; event is step-started, step-skipped,
 step-finished, step-failed, snapshot-saved, leader-moved, member-restarted or
-member-started-again), then the result ({"planDir","report","error"}) as the last line.`,
+member-started-again), and stdout holds the result alone ({"planDir","report","error"}).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := upgrade.LoadPlan(args[0])

@@ -332,3 +332,14 @@ func TestUpgradePlanRefusesAFolderWithAJournal(t *testing.T) {
 		t.Fatalf("a refused plan wrote into the folder: %v", names)
 	}
 }
+
+// Review finding 12: upgrade apply --help said that with -w json the events go to stdout; they
+// go to stderr (as the README and applyFollowedInJSON say), the result alone to stdout.
+func TestUpgradeApplyHelpSaysWhereTheEventsGo(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := runCLI(t, "upgrade", "apply", "--help")
+	help := strings.Join(strings.Fields(out), " ")
+	if code != exitOK || !strings.Contains(help, "With -w json, stderr is JSON lines") || !strings.Contains(help, "stdout holds the result alone") {
+		t.Fatalf("upgrade apply --help: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
