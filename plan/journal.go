@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/etcdmedic/etcdmedic/backup"
 )
@@ -56,14 +58,21 @@ func OpenJournal(dir string) (*Journal, error) {
 		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	// Lines of any length: a journal an older etcdmedic wrote with a note over 1 MiB stays
+	// readable (bufio.Scanner refused it for good, "token too long").
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
 		var e Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			continue // a torn last line
+		if len(line) > 0 && json.Unmarshal(line, &e) == nil {
+			j.events = append(j.events, e)
+		} // else a torn last line
+		if errors.Is(err, io.EOF) {
+			break
 		}
-		j.events = append(j.events, e)
+		if err != nil {
+			return nil, err
+		}
 	}
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {
 		last := make([]byte, 1)
@@ -71,12 +80,28 @@ func OpenJournal(dir string) (*Journal, error) {
 			j.torn = true
 		}
 	}
-	return j, sc.Err()
+	return j, nil
+}
+
+// maxNote is the most of a note Record keeps: an error that lists many files or members, or
+// wraps a large payload, is cut there, so that a journal line stays small.
+const maxNote = 4 << 10
+
+// shortNote is note cut to maxNote bytes (at a character boundary), saying so.
+func shortNote(note string) string {
+	if len(note) <= maxNote {
+		return note
+	}
+	cut := maxNote
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + fmt.Sprintf("... (%d bytes more)", len(note)-cut)
 }
 
 // Record appends one event and fsyncs it before returning.
 func (j *Journal) Record(step, event, note string, at time.Time) error {
-	e := Event{Step: step, Event: event, At: at.UTC(), Note: note}
+	e := Event{Step: step, Event: event, At: at.UTC(), Note: shortNote(note)}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
