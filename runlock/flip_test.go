@@ -3,6 +3,7 @@ package runlock
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,4 +47,25 @@ func TestTheLockDoesNotDependOnWhetherTheParentIsWritable(t *testing.T) {
 		t.Fatalf("after release: %v", err)
 	}
 	again.Release()
+}
+
+// Review finding 11: when the kernel's list of flocks names no holder (a holder in another
+// pid namespace shows as pid 0, and is skipped), the pid the lock file names was given as the
+// holder's: on the host it may be any process. It is given as reported, not verified, with
+// where to look.
+func TestAHolderTheKernelDoesNotNameIsNotVerified(t *testing.T) {
+	dir := dataDir(t)
+	held := mustAcquire(t, dir, "guard --fix")
+	defer held.Release()
+	lk := defaultLocker()
+	lk.procLocks = filepath.Join(t.TempDir(), "locks")
+	// A holder in another pid namespace: /proc/locks shows it with pid 0 only.
+	if err := os.WriteFile(lk.procLocks, []byte("1: FLOCK  ADVISORY  WRITE 0 00:00:0 0 EOF\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lk.acquire(dir, "guard")
+	e := mustBeHeld(t, err)
+	if !e.Unverified || !strings.Contains(err.Error(), "not verified") || !strings.Contains(err.Error(), "fuser -v "+held.LockFile) {
+		t.Fatalf("%+v: %v", e, err)
+	}
 }

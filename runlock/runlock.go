@@ -73,7 +73,11 @@ type HeldError struct {
 	Command  string // the holder's command line; empty when unknown
 	Purpose  string
 	Since    time.Time // zero when unknown
-	at       time.Time // when the refusal happened: Since is shown as a clock time on the same day
+	// Unverified is true when PID comes from the lock file alone: the kernel's list of flocks
+	// names no holder in this pid namespace (a holder in a container shows as pid 0 there), so
+	// PID may be another namespace's, or an earlier run's.
+	Unverified bool
+	at         time.Time // when the refusal happened: Since is shown as a clock time on the same day
 }
 
 func (e *HeldError) Error() string {
@@ -85,6 +89,9 @@ func (e *HeldError) holder() string {
 		return "holder unknown; see who has " + e.LockFile + " open: fuser -v " + e.LockFile
 	}
 	s := "pid " + strconv.Itoa(e.PID)
+	if e.Unverified {
+		s = "reported pid " + strconv.Itoa(e.PID) + " (not verified; possibly another pid namespace)"
+	}
 	if e.Command != "" {
 		s += ": " + e.Command
 	} else if e.Purpose != "" {
@@ -96,6 +103,9 @@ func (e *HeldError) holder() string {
 			layout = time.TimeOnly
 		}
 		s += ", since " + e.Since.Local().Format(layout)
+	}
+	if e.Unverified {
+		s += "; see who has " + e.LockFile + " open: fuser -v " + e.LockFile
 	}
 	return s
 }
@@ -244,6 +254,7 @@ func (lk locker) held(target, lockFile string, f *os.File) *HeldError {
 	switch {
 	case h.PID > 0 && (len(pids) == 0 || slices.Contains(pids, h.PID)):
 		e.PID, e.Command, e.Purpose, e.Since = h.PID, h.Command, h.Purpose, h.Since
+		e.Unverified = len(pids) == 0
 	case len(pids) > 0:
 		e.PID = pids[0]
 	}
