@@ -108,8 +108,12 @@ func Run(ctx context.Context, o RunOptions) error {
 		}
 		captured, err = o.captureUntilNextFull(ctx, f, captured, captureFor, say)
 		switch {
-		case errors.Is(err, ErrNotStored):
+		case errors.Is(err, ErrNotStored) && ctx.Err() != nil:
 			return err // asked to end with history it could not store: say so, exit non-zero
+		case errors.Is(err, ErrNotStored):
+			// A period ended with the store still refusing: the run goes on, and the next
+			// capture watches again from the last revision stored (etcd sends the rest again).
+			say("%v: a new full backup, and the capture goes on from revision %d", err, captured)
 		case errors.Is(err, ErrCompacted):
 			say("%v: a new full backup", err)
 		case err != nil && ctx.Err() == nil:
@@ -233,6 +237,7 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, from int64, d t
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return stored, nil // time for the next full backup
 	}
+
 	if err != nil && ctx.Err() == nil {
 		return stored, fmt.Errorf("capture: %w", err)
 	}

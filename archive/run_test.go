@@ -250,3 +250,66 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 		t.Fatalf("a restore reaches %+v (%v); the last write, made while full backups failed, is at %d", p, err, last)
 	}
 }
+
+// The store down as a period between two full backups ends: the capture cannot store what it
+// holds, and backup run goes on (it used to exit, dropping it). Once the store is back, what
+// was captured meanwhile is stored, watched again from the last revision stored.
+func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, st, dir, conn := aMemberAndAStore(t, ctx)
+	stopWriting := writer(t, ctx, c)
+	var stored, refusedAtPeriodEnd atomic.Int64
+	say := func(format string, a ...any) {
+		if line := fmt.Sprintf(format, a...); strings.Contains(line, "the store refused them") && strings.Contains(line, "the capture goes on") {
+			refusedAtPeriodEnd.Add(1)
+		}
+		t.Logf(format, a...)
+	}
+	rctx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Second, Segment: 200 * time.Millisecond,
+			Scratch: t.TempDir(), Say: say, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
+	}()
+	for i := 0; i < 600 && stored.Load() == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The store refuses every write of history: where its folder goes is a file.
+	history := filepath.Join(dir, "history")
+	if err := os.Rename(history, history+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(history, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 600 && refusedAtPeriodEnd.Load() < 1; i++ {
+		select {
+		case err := <-ran:
+			t.Fatalf("backup run ended while the store was down: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if err := os.Remove(history); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(history+".aside", history); err != nil {
+		t.Fatal(err)
+	}
+	last := stopWriting()
+	for i := 0; i < 300 && stored.Load() < last; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopRun()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("backup run ended with %v, want context.Canceled", err)
+	}
+	if refusedAtPeriodEnd.Load() < 1 {
+		t.Fatal("no period ended with the store refusing the history")
+	}
+	p, err := archive.Choose(ctx, st, 0, time.Time{})
+	if err != nil || p.Revision < last {
+		t.Fatalf("a restore reaches %+v (%v); the last write, made while the store was down, is at %d", p, err, last)
+	}
+}
