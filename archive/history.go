@@ -136,27 +136,34 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 		}
 		return nil
 	}
-	for {
-		select {
-		case <-ctx.Done():
+	// end ends the capture with why. Asked to end (ctx), the watch ends too, and whichever of
+	// the two the loop sees first, what is pending gets lastFlush's tries, and what still cannot
+	// be stored is ErrNotStored; otherwise one try, and the caller watches again from stored.
+	end := func(why error) (int64, error) {
+		if ctx.Err() != nil {
 			if err := lastFlush(); err != nil {
 				return stored, err
 			}
 			return stored, ctx.Err()
+		}
+		flush()
+		return stored, why
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return end(ctx.Err())
 		case <-tick.C:
 			flush()
 		case resp, ok := <-wch:
 			if !ok {
-				flush()
-				return stored, errors.New("the watch ended")
+				return end(errors.New("the watch ended"))
 			}
 			if errors.Is(resp.Err(), rpctypes.ErrCompacted) || resp.CompactRevision > 0 {
-				flush()
-				return stored, fmt.Errorf("%w (revision %d)", ErrCompacted, resp.CompactRevision)
+				return end(fmt.Errorf("%w (revision %d)", ErrCompacted, resp.CompactRevision))
 			}
 			if err := resp.Err(); err != nil {
-				flush()
-				return stored, err
+				return end(err)
 			}
 			now := time.Now().UTC()
 			for _, ev := range resp.Events {
