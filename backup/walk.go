@@ -21,6 +21,11 @@ type Link struct {
 // data dir whose member/wal points at an unmounted disk is not complete.
 var ErrDanglingLink = errors.New("dangling link")
 
+// ErrSpecialFile is wrapped by the error of a walk that met what is neither a regular file nor a
+// folder (a FIFO, a socket, a device): etcd keeps none in a data dir, and a copy that left it out
+// would pass every check of the files it has.
+var ErrSpecialFile = errors.New("neither a regular file nor a folder")
+
 // Links lists the symbolic links under root (skipping the entries skip names), following the
 // links to folders the way Checksum does.
 func Links(root string, skip map[string]bool) ([]Link, error) {
@@ -107,6 +112,9 @@ func walkDir(dir, rel string, path []devIno, skip map[string]bool, visit func(st
 		} else if info, err = e.Info(); err != nil {
 			return err
 		}
+		if !info.IsDir() && !info.Mode().IsRegular() {
+			return fmt.Errorf("%s is a %s, %w: it cannot be backed up; move it out of %s, then run again", full, specialKind(info.Mode()), ErrSpecialFile, dir)
+		}
 		id := devInoOf(info)
 		if info.IsDir() && onPath(path, id) {
 			continue // a loop (member/loop -> ..): its folder is walked already
@@ -181,4 +189,17 @@ func TreeSize(root string, skip map[string]bool) (int64, error) {
 		return nil
 	}, nil)
 	return total, err
+}
+
+// specialKind names what a special file is.
+func specialKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe (FIFO)"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file (" + m.Type().String() + ")"
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -222,5 +223,26 @@ func TestRequireMemberFiles(t *testing.T) {
 				t.Errorf("RequireMemberFiles: %v, want %q", err, c.err)
 			}
 		})
+	}
+}
+
+// A FIFO, a socket or a device in a data dir is not a file a backup can copy: the copy and the
+// checksum both fail and name it, where they used to leave it out and pass every check.
+func TestASpecialFileInTheTreeFailsTheBackup(t *testing.T) {
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "member", "snap"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "member", "snap", "db"), []byte("db"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(src, "member", "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := CopyTreeSummed(src, filepath.Join(t.TempDir(), "copy"), nil, 2); !errors.Is(err, ErrSpecialFile) || !strings.Contains(err.Error(), "fifo") {
+		t.Errorf("copy: %v, want ErrSpecialFile naming member/fifo", err)
+	}
+	if _, _, err := Checksum(src, nil); !errors.Is(err, ErrSpecialFile) {
+		t.Errorf("checksum: %v, want ErrSpecialFile", err)
 	}
 }
