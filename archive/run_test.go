@@ -195,20 +195,13 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 	defer cancel()
 	c, st, dir, conn := aMemberAndAStore(t, ctx)
 	stopWriting := writer(t, ctx, c)
-	var stored atomic.Int64
 	var fullFailures atomic.Int64
-	say := func(format string, a ...any) {
+	stored, ran, stopRun := runInBackground(t, ctx, conn, st, func(format string, a ...any) {
 		if strings.HasPrefix(format, "full backup failed") {
 			fullFailures.Add(1)
 		}
 		t.Logf(format, a...)
-	}
-	rctx, stopRun := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Second, Segment: 200 * time.Millisecond,
-			Scratch: t.TempDir(), Say: say, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
-	}()
+	})
 	var entries []archive.Entry
 	var err error
 	for i := 0; i < 600 && len(entries) < 1; i++ {
@@ -218,13 +211,7 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 		}
 	}
 	// From now on every full backup fails: where the store puts them is a file.
-	full := filepath.Join(dir, "full")
-	if err := os.Rename(full, full+".aside"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	putBack := refuseWrites(t, filepath.Join(dir, "full"))
 	for i := 0; i < 600 && fullFailures.Load() < 3; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -239,12 +226,7 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 	if fullFailures.Load() < 3 {
 		t.Fatalf("%d full backups failed, want at least 3", fullFailures.Load())
 	}
-	if err := os.Remove(full); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(full+".aside", full); err != nil {
-		t.Fatal(err)
-	}
+	putBack()
 	p, err := archive.Choose(ctx, st, 0, time.Time{})
 	if err != nil || p.Revision < last {
 		t.Fatalf("a restore reaches %+v (%v); the last write, made while full backups failed, is at %d", p, err, last)
@@ -260,30 +242,18 @@ func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 	defer cancel()
 	c, st, dir, conn := aMemberAndAStore(t, ctx)
 	stopWriting := writer(t, ctx, c)
-	var stored, refusedAtPeriodEnd atomic.Int64
-	say := func(format string, a ...any) {
+	var refusedAtPeriodEnd atomic.Int64
+	stored, ran, stopRun := runInBackground(t, ctx, conn, st, func(format string, a ...any) {
 		if line := fmt.Sprintf(format, a...); strings.Contains(line, "the store refused them") && strings.Contains(line, "the capture goes on") {
 			refusedAtPeriodEnd.Add(1)
 		}
 		t.Logf(format, a...)
-	}
-	rctx, stopRun := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() {
-		ran <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Second, Segment: 200 * time.Millisecond,
-			Scratch: t.TempDir(), Say: say, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
-	}()
+	})
 	for i := 0; i < 600 && stored.Load() == 0; i++ {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// The store refuses every write of history: where its folder goes is a file.
-	history := filepath.Join(dir, "history")
-	if err := os.Rename(history, history+".aside"); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(history, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	putBack := refuseWrites(t, filepath.Join(dir, "history"))
 	for i := 0; i < 600 && refusedAtPeriodEnd.Load() < 1; i++ {
 		select {
 		case err := <-ran:
@@ -291,12 +261,7 @@ func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if err := os.Remove(history); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(history+".aside", history); err != nil {
-		t.Fatal(err)
-	}
+	putBack()
 	last := stopWriting()
 	for i := 0; i < 300 && stored.Load() < last; i++ {
 		time.Sleep(100 * time.Millisecond)
@@ -311,5 +276,37 @@ func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 	p, err := archive.Choose(ctx, st, 0, time.Time{})
 	if err != nil || p.Revision < last {
 		t.Fatalf("a restore reaches %+v (%v); the last write, made while the store was down, is at %d", p, err, last)
+	}
+}
+
+// runInBackground starts backup run on st (a full backup every second, history every 200 ms)
+// and returns the last revision it stored so far, and how it ended once stop is called.
+func runInBackground(t *testing.T, ctx context.Context, conn cluster.Conn, st *store.Store, say func(string, ...any)) (stored *atomic.Int64, ran <-chan error, stop context.CancelFunc) {
+	stored = new(atomic.Int64)
+	rctx, stop := context.WithCancel(ctx)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Second, Segment: 200 * time.Millisecond,
+			Scratch: t.TempDir(), Say: say, OnStored: func(s archive.Segment, _ time.Time) { stored.Store(s.To) }})
+	}()
+	return stored, ended, stop
+}
+
+// refuseWrites makes a file:// store refuse every write under folder (where it goes is a file)
+// and returns what puts the folder back.
+func refuseWrites(t *testing.T, folder string) (putBack func()) {
+	if err := os.Rename(folder, folder+".aside"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(folder, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := os.Remove(folder); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(folder+".aside", folder); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
