@@ -215,12 +215,19 @@ func List(ctx context.Context, st *store.Store) ([]Entry, error) {
 			continue
 		}
 		var e Entry
+		id := strings.TrimSuffix(strings.TrimPrefix(k, fullPrefix), ".json")
 		if err := st.GetJSON(ctx, k, &e.Full); err != nil {
 			if ctx.Err() != nil {
 				return nil, err
 			}
 			// One damaged manifest must not hide the others from ls, restore and prune.
-			out = append(out, Entry{Full: Full{ID: strings.TrimSuffix(strings.TrimPrefix(k, fullPrefix), ".json")}, Unreadable: err.Error()})
+			out = append(out, Entry{Full: Full{ID: id}, Unreadable: err.Error()})
+			continue
+		}
+		if e.ID != id {
+			// A manifest copied or renamed, or another tool's file: read by its ID, prune would
+			// delete the objects of the backup it names, not its own. Kept, and shown.
+			out = append(out, Entry{Full: Full{ID: id}, Unreadable: fmt.Sprintf("it names backup %q, not %q (a copy, or another tool's file)", e.ID, id)})
 			continue
 		}
 		var v Verification

@@ -62,7 +62,8 @@ func parseSegmentKey(k string) (Segment, bool) {
 	}
 	// Sscanf stops at the numbers: only a key spelled exactly as segmentKey spells it is a
 	// segment (a killed upload's "<key>.<random>.tmp" beside it is not).
-	if _, err := fmt.Sscanf(name, "%012d-%012d", &s.From, &s.To); err != nil || s.To < s.From || segmentKey(s.Generation, s.From, s.To) != k {
+	// %d, not %012d: past revision 10^12 the numbers are longer than 12 digits.
+	if _, err := fmt.Sscanf(name, "%d-%d", &s.From, &s.To); err != nil || s.To < s.From || segmentKey(s.Generation, s.From, s.To) != k {
 		return s, false
 	}
 	s.Key = k

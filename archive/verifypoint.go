@@ -136,7 +136,7 @@ func PointChecks(ctx context.Context, st *store.Store) ([]int64, error) {
 	var revs []int64
 	for _, k := range keys {
 		var rev int64
-		if _, err := fmt.Sscanf(strings.TrimPrefix(k, pointVerifyPrefix), "%012d.json", &rev); err == nil && pointVerifyKey(rev) == k {
+		if _, err := fmt.Sscanf(strings.TrimPrefix(k, pointVerifyPrefix), "%d.json", &rev); err == nil && pointVerifyKey(rev) == k {
 			revs = append(revs, rev)
 		}
 	}
