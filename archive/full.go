@@ -59,6 +59,15 @@ func (f *Full) DataKey() string { return fullPrefix + f.ID + ".db" }
 
 func manifestKey(id string) string { return fullPrefix + id + ".json" }
 
+// backupIDTime is the layout of the time a full backup's ID starts with.
+const backupIDTime = "20060102T150405.000Z"
+
+// backupID names a full backup taken at taken, at revision rev: sorted by name, backups sort by
+// time.
+func backupID(taken time.Time, rev int64) string {
+	return fmt.Sprintf("%s-r%012d", taken.UTC().Format(backupIDTime), rev)
+}
+
 // TakeOptions for TakeFull.
 type TakeOptions struct {
 	// Scratch is a folder for the snapshot on its way (it is removed after).
@@ -143,7 +152,7 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 		hashDone <- hashed{hash: resp.Hash, compactRev: resp.CompactRevision}
 	}()
 	f := &Full{
-		ID:    fmt.Sprintf("%s-r%012d", taken.Format("20060102T150405.000Z"), rev),
+		ID:    backupID(taken, rev),
 		Taken: taken, Revision: rev, CompactRevision: rep.Backend.CompactedRevision, AuthEnabled: rep.Backend.AuthEnabled,
 		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
 		Generation: opts.Generation,

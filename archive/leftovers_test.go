@@ -73,3 +73,40 @@ func sameKeys(a, b []string) bool {
 	slices.Sort(b)
 	return slices.Equal(a, b)
 }
+
+// A full backup's data whose manifest never made it (the run killed between the two uploads, a
+// prune stopped between them) is a whole snapshot nobody lists. Prune removes it once a day
+// old by the time its ID names, and leaves a newer one (a backup whose manifest is on its way),
+// every backup with its manifest, and anything not named as etcdmedic names its backups.
+func TestPruneRemovesBackupDataWithoutAManifest(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "file://"+t.TempDir(), store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	put := func(key string) {
+		if _, err := st.Put(ctx, key, strings.NewReader("snapshot")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	whole := backupID(now.Add(-72*time.Hour), 100)
+	put(fullPrefix + whole + ".db")
+	if err := st.PutJSON(ctx, manifestKey(whole), Full{ID: whole}); err != nil {
+		t.Fatal(err)
+	}
+	orphan := fullPrefix + backupID(now.Add(-48*time.Hour), 200) + ".db"
+	put(orphan)
+	onItsWay := fullPrefix + backupID(now.Add(-time.Hour), 300) + ".db"
+	put(onItsWay)
+	foreign := fullPrefix + "nightly-2026-11-01.db"
+	put(foreign)
+	got, err := UploadLeftovers(ctx, st, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{orphan}) {
+		t.Fatalf("leftovers %v, want only %s", got, orphan)
+	}
+}
