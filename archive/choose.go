@@ -38,8 +38,13 @@ func Choose(ctx context.Context, st *store.Store, toRevision int64, toTime time.
 		switch {
 		case errors.As(err, &r):
 			refusals = append(refusals, r)
-		case err != nil:
+		case err != nil && ctx.Err() != nil:
 			return nil, err
+		case err != nil:
+			// Its history does not read (a damaged segment): it refuses, and blocks the restore
+			// only when its newest backup is newer than the point chosen elsewhere. A damaged
+			// old generation must not keep the current one from being restored.
+			refusals = append(refusals, &lineageRefusal{newest: l.entries[len(l.entries)-1].Taken, blocking: true, err: err})
 		case p != nil && (best == nil || p.laterThan(best, toRevision, toTime)):
 			best = p
 		}

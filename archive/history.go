@@ -267,6 +267,7 @@ func ReachOf(ctx context.Context, st *store.Store, entries []Entry) (*Reach, err
 		return nil, err
 	}
 	var best *Point
+	var unread []*lineageRefusal // generations whose newest history does not read
 	for _, l := range lineages(entries, segs) {
 		var p *Point
 		for i := len(l.entries) - 1; i >= 0 && p == nil; i-- {
@@ -280,11 +281,22 @@ func ReachOf(ctx context.Context, st *store.Store, entries []Entry) (*Reach, err
 		}
 		if n := len(p.Segments); n > 0 {
 			if p.endAt, err = lastCaptured(ctx, st, p.Segments[n-1]); err != nil {
-				return nil, err
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				// As Choose has it: only a generation newer than the reach found elsewhere
+				// makes the reach unknown.
+				unread = append(unread, &lineageRefusal{newest: l.entries[len(l.entries)-1].Taken, err: err})
+				continue
 			}
 		}
 		if best == nil || p.laterThan(best, 0, time.Time{}) {
 			best = p
+		}
+	}
+	for _, r := range unread {
+		if best == nil || r.newest.After(best.endAt) {
+			return nil, r.err
 		}
 	}
 	if best == nil {
