@@ -447,9 +447,11 @@ lag, verifications, store errors.`,
 				fmt.Fprintf(progress, "metrics on http://%s/metrics\n", ln.Addr())
 			}
 			err = archive.Run(cmd.Context(), o)
-			if errors.Is(err, context.Canceled) {
+			if errors.Is(err, context.Canceled) && !errors.Is(context.Cause(cmd.Context()), errOutputClosed) {
 				return nil // stopped by a signal, as asked
 			}
+			// Its output gone (a closed pipe) is no stop asked for: exit 3, so that a supervisor
+			// that restarts it on failure does.
 			return err
 		},
 	}

@@ -95,3 +95,35 @@ func TestSignalWithItsOutputPipeClosedExits3(t *testing.T) {
 		t.Fatalf("exit %d, want %d", ee.ExitCode(), exitFailed)
 	}
 }
+
+// backup run stopped by SIGTERM exits 0, as asked; stopped because its output pipe closed (its
+// log reader died), it exits 3, so that a supervisor that restarts it on failure does (review
+// of the fixes, 3: it exited 0, and backups stopped without a word).
+func TestBackupRunWhoseOutputClosedExits3(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1})
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close() // the reader is gone
+	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), "backup", "run", "--store", "file://"+t.TempDir(),
+		"--endpoints", c.Members()[0].ClientURL, "--segment", "200ms")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitFailed {
+			t.Fatalf("backup run with its output closed: %v, want exit %d", err, exitFailed)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("backup run went on with its output closed")
+	}
+}
