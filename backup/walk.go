@@ -22,8 +22,8 @@ type Link struct {
 var ErrDanglingLink = errors.New("dangling link")
 
 // ErrSpecialFile is wrapped by the error of a walk that met what is neither a regular file nor a
-// folder (a FIFO, a socket, a device): etcd keeps none in a data dir, and a copy that left it out
-// would pass every check of the files it has.
+// folder (a FIFO, a device): etcd keeps none in a data dir, and a copy that left it out would
+// pass every check of the files it has. A socket is left out: it holds no data.
 var ErrSpecialFile = errors.New("neither a regular file nor a folder")
 
 // Links lists the symbolic links under root (skipping the entries skip names), following the
@@ -111,6 +111,11 @@ func walkDir(dir, rel string, path []devIno, skip map[string]bool, visit func(st
 			}
 		} else if info, err = e.Info(); err != nil {
 			return err
+		}
+		if info.Mode()&fs.ModeSocket != 0 {
+			// A listening socket holds no data, and its server makes it again (etcd's unix://
+			// listeners make theirs in its working folder, which may be the data dir).
+			continue
 		}
 		if !info.IsDir() && !info.Mode().IsRegular() {
 			return fmt.Errorf("%s is a %s, %w: it cannot be backed up; move it out of %s, then run again", full, specialKind(info.Mode()), ErrSpecialFile, dir)

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -226,7 +227,7 @@ func TestRequireMemberFiles(t *testing.T) {
 	}
 }
 
-// A FIFO, a socket or a device in a data dir is not a file a backup can copy: the copy and the
+// A FIFO or a device in a data dir is not a file a backup can copy: the copy and the
 // checksum both fail and name it, where they used to leave it out and pass every check.
 func TestASpecialFileInTheTreeFailsTheBackup(t *testing.T) {
 	src := t.TempDir()
@@ -235,6 +236,15 @@ func TestASpecialFileInTheTreeFailsTheBackup(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(src, "member", "snap", "db"), []byte("db"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// A socket (etcd's unix:// listener made in its working folder) holds no data: left out.
+	sock, err := net.Listen("unix", filepath.Join(src, "localhost:2379"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	if files, _, err := CopyTreeSummed(src, filepath.Join(t.TempDir(), "copy"), nil, 2); err != nil || len(files) != 1 {
+		t.Fatalf("copy beside a socket: %v %v, want member/snap/db alone", files, err)
 	}
 	if err := syscall.Mkfifo(filepath.Join(src, "member", "fifo"), 0o600); err != nil {
 		t.Fatal(err)
