@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/etcdmedic/etcdmedic/store"
 )
 
 // A generation of last week whose newest segment a power cut emptied (the file:// store did
@@ -17,12 +15,7 @@ import (
 // listed: only a damaged generation newer than the point chosen refuses the restore.
 func TestADamagedOldGenerationDoesNotBlockTheCurrentOne(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, dir := aFileStore(t)
 	lastWeek := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	backup := func(gen Generation, taken time.Time, rev int64) {
 		f := Full{ID: backupID(taken, rev), Taken: taken, Revision: rev, Generation: gen}

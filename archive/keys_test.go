@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/etcdmedic/etcdmedic/store"
 )
 
 // Past revision 10^12 (a cluster restored many times with large --bump-revision values) the
@@ -29,11 +27,7 @@ func TestSegmentKeysPastATrillionRevisions(t *testing.T) {
 // have deleted the backup that ID names, and left the file itself.
 func TestAManifestNamingAnotherBackupIsNotTakenForIt(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "file://"+t.TempDir(), store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := aFileStore(t)
 	taken := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	real := Full{ID: "20261203T100000.000Z-r000000000100", Taken: taken, Revision: 100}
 	if err := st.PutJSON(ctx, manifestKey(real.ID), real); err != nil {

@@ -19,12 +19,7 @@ import (
 // folders or outside them.
 func TestPruneRemovesUploadsKilledLongAgo(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := store.Open(ctx, "file://"+dir, store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, dir := aFileStore(t)
 	if _, err := st.Put(ctx, segmentKey("", 100, 200), strings.NewReader("{}\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +75,7 @@ func sameKeys(a, b []string) bool {
 // every backup with its manifest, and anything not named as etcdmedic names its backups.
 func TestPruneRemovesBackupDataWithoutAManifest(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, "file://"+t.TempDir(), store.Options{Create: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, _ := aFileStore(t)
 	now := time.Now()
 	put := func(key string) {
 		if _, err := st.Put(ctx, key, strings.NewReader("snapshot")); err != nil {
@@ -109,4 +100,17 @@ func TestPruneRemovesBackupDataWithoutAManifest(t *testing.T) {
 	if !slices.Equal(got, []string{orphan}) {
 		t.Fatalf("leftovers %v, want only %s", got, orphan)
 	}
+}
+
+// aFileStore opens a new file:// store in a temp folder, closed when the test ends, and returns
+// it with the folder.
+func aFileStore(t *testing.T) (*store.Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), "file://"+dir, store.Options{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, dir
 }

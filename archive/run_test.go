@@ -216,13 +216,7 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	last := stopWriting()
-	for i := 0; i < 300 && stored.Load() < last; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
-	stopRun()
-	if err := <-ran; !errors.Is(err, context.Canceled) {
-		t.Fatalf("backup run ended with %v, want context.Canceled", err)
-	}
+	stopOnceStored(t, stored, last, stopRun, ran)
 	if fullFailures.Load() < 3 {
 		t.Fatalf("%d full backups failed, want at least 3", fullFailures.Load())
 	}
@@ -263,13 +257,7 @@ func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 	}
 	putBack()
 	last := stopWriting()
-	for i := 0; i < 300 && stored.Load() < last; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
-	stopRun()
-	if err := <-ran; !errors.Is(err, context.Canceled) {
-		t.Fatalf("backup run ended with %v, want context.Canceled", err)
-	}
+	stopOnceStored(t, stored, last, stopRun, ran)
 	if refusedAtPeriodEnd.Load() < 1 {
 		t.Fatal("no period ended with the store refusing the history")
 	}
@@ -308,5 +296,18 @@ func refuseWrites(t *testing.T, folder string) (putBack func()) {
 		if err := os.Rename(folder+".aside", folder); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// stopOnceStored waits (up to 30 s) until the run has stored revision last, stops it, and
+// requires that it ended as stopped, not by an error of its own.
+func stopOnceStored(t *testing.T, stored *atomic.Int64, last int64, stop context.CancelFunc, ran <-chan error) {
+	t.Helper()
+	for i := 0; i < 300 && stored.Load() < last; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("backup run ended with %v, want context.Canceled", err)
 	}
 }
