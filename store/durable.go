@@ -1,11 +1,10 @@
 package store
 
 import (
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/etcdmedic/etcdmedic/backup"
 )
 
 // A file:// store writes each object to a temporary file beside it and renames it into place
@@ -23,7 +22,7 @@ func (s *Store) syncFoldersOf(key string) error {
 		return nil
 	}
 	dir := filepath.Dir(filepath.Join(s.folder, filepath.FromSlash(key)))
-	if err := syncDir(dir); err != nil {
+	if err := backup.SyncDir(dir); err != nil {
 		return err
 	}
 	for dir != s.folder && strings.HasPrefix(dir, s.folder+string(filepath.Separator)) {
@@ -31,39 +30,11 @@ func (s *Store) syncFoldersOf(key string) error {
 			return nil
 		}
 		parent := filepath.Dir(dir)
-		if err := syncDir(parent); err != nil {
+		if err := backup.SyncDir(parent); err != nil {
 			return err
 		}
 		s.durableFolders.Store(dir, true)
 		dir = parent
 	}
 	return nil
-}
-
-// mkdirAllSynced makes dir and its missing parents, each synced in its parent.
-func mkdirAllSynced(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirAllSynced(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -33,6 +33,8 @@ import (
 	_ "gocloud.dev/blob/gcsblob"   // gs://
 	_ "gocloud.dev/blob/s3blob"    // s3://
 	"gocloud.dev/gcerrors"
+
+	"github.com/etcdmedic/etcdmedic/backup"
 )
 
 // Options say how objects are sealed.
@@ -83,7 +85,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		} else if err != nil && !opts.Create {
 			return nil, fmt.Errorf("--store %q: no store there (%v): backup now or backup run makes one", rawURL, err)
 		}
-		if err := mkdirAllSynced(u.Path); err != nil {
+		if err := backup.MkdirAllSynced(u.Path); err != nil {
 			return nil, fmt.Errorf("--store %q: %w", rawURL, err)
 		}
 		folder = filepath.Clean(u.Path)
