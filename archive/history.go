@@ -86,12 +86,17 @@ var ErrCompacted = errors.New("the history to capture from is compacted")
 // store down or slow) is kept and retried with backoff, and what arrives meanwhile joins it:
 // nothing captured is dropped. It returns the last revision stored. Progress notifications move
 // a segment's end past quiet stretches, so that the recovery point keeps up with the cluster.
+// A cluster whose history is no longer the one captured (restored to an earlier point
+// underneath the capture, or another cluster) ends it with ErrWentBack (see continuity).
 func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Generation, from int64, interval time.Duration, onStored func(Segment, time.Time)) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from+1), clientv3.WithProgressNotify())
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	check := time.NewTicker(min(interval, time.Second))
+	defer check.Stop()
+	held := newContinuity(from)
 	var pending []Event
 	ttls := leaseTTLs{cli: cli}
 	stored, seen := from, from
@@ -156,6 +161,12 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 			return end(ctx.Err())
 		case <-tick.C:
 			flush()
+		case <-check.C:
+			// Below what was received, the cluster has received nothing of its new history
+			// yet: what is pending is the old one's, and is stored.
+			if err := held.checkRevision(ctx, cli, seen); err != nil {
+				return end(err)
+			}
 		case resp, ok := <-wch:
 			if !ok {
 				return end(errors.New("the watch ended"))
@@ -166,8 +177,17 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 			if err := resp.Err(); err != nil {
 				return end(err)
 			}
+			if err := held.header(resp.Header); err != nil {
+				return end(err) // this response is the other cluster's; what is pending is not
+			}
 			now := time.Now().UTC()
 			for _, ev := range resp.Events {
+				if err := held.event(ev); err != nil {
+					// Changes of the new history may have come before the first that shows
+					// it: nothing received since the last store is stored.
+					pending, seen = nil, stored
+					return end(fmt.Errorf("%w; revisions after %d were not stored", err, stored))
+				}
 				e := Event{Revision: ev.Kv.ModRevision, Delete: ev.Type == mvccpb.DELETE, Key: ev.Kv.Key, Value: ev.Kv.Value, Lease: ev.Kv.Lease, At: now}
 				if e.Lease != 0 {
 					e.LeaseTTL = ttls.of(ctx, e.Lease)

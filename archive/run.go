@@ -114,6 +114,11 @@ func Run(ctx context.Context, o RunOptions) error {
 			// A period ended with the store still refusing: the run goes on, and the next
 			// capture watches again from the last revision stored (etcd sends the rest again).
 			say("%v: a new full backup, and the capture goes on from revision %d", err, captured)
+		case errors.Is(err, ErrWentBack):
+			// Never spliced onto the history captured so far: a new generation, from a new
+			// full backup (retried until one is taken, with no capture meanwhile).
+			say("%v: a new full backup starts a new generation of history", err)
+			f, captured = nil, 0
 		case errors.Is(err, ErrCompacted):
 			say("%v: a new full backup", err)
 		case err != nil && ctx.Err() == nil:

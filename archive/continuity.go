@@ -1,0 +1,124 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ErrWentBack is a capture whose cluster no longer has the history it captured: the cluster
+// was restored to an earlier point underneath it (a snapshot restore, a data dir put back) and
+// goes on under revision numbers already captured, or another cluster answers at its
+// endpoints. Stored onto the history captured so far, its changes would make a restore
+// replay two timelines as one: what follows belongs to a new generation, from a new full
+// backup.
+var ErrWentBack = errors.New("the cluster's history is not the one captured")
+
+// continuity holds a capture to one history of one cluster, from what the cluster itself
+// says, with no extra read of the key space:
+//   - every response carries the cluster's ID: it must not change;
+//   - a linearizable read returns the cluster's newest revision: it is never below a revision
+//     already received (checkRevision);
+//   - every key's changes are numbered: a put of a key the capture saw is its next version,
+//     since the same creation (or version 1 after a delete), and a key created after the
+//     capture began was seen being created (event).
+//
+// A cluster restored to an earlier point breaks the second as soon as it is back (until it
+// passes the revisions captured) and the third at the first change to a key whose history
+// differs; a check that cannot tell (a key first seen after the restore) passes.
+type continuity struct {
+	clusterID uint64
+	// since is the revision after which every change was received and tracked: a key created
+	// after it and not tracked was created in a history the capture did not see.
+	since int64
+	keys  map[string]keyHistory
+}
+
+// keyHistory is what the capture saw of one key: its creation, its latest version, and whether
+// its latest change deleted it.
+type keyHistory struct {
+	created, version int64
+	deleted          bool
+}
+
+// maxTrackedKeys bounds the memory continuity keeps (a key and 24 bytes each): past it, it
+// starts again from the latest revision received.
+const maxTrackedKeys = 1 << 20
+
+func newContinuity(from int64) *continuity {
+	return &continuity{since: from, keys: map[string]keyHistory{}}
+}
+
+// header checks a response's cluster ID against the first one seen.
+func (c *continuity) header(h *etcdserverpb.ResponseHeader) error {
+	if h == nil || h.ClusterId == 0 {
+		return nil
+	}
+	if c.clusterID == 0 {
+		c.clusterID = h.ClusterId
+		return nil
+	}
+	if h.ClusterId != c.clusterID {
+		return fmt.Errorf("%w: cluster %x answers where cluster %x did", ErrWentBack, h.ClusterId, c.clusterID)
+	}
+	return nil
+}
+
+// event checks one change against what the capture saw of its key, then records it.
+func (c *continuity) event(ev *clientv3.Event) error {
+	kv := ev.Kv
+	key := string(kv.Key)
+	seen, tracked := c.keys[key]
+	if ev.Type == mvccpb.DELETE {
+		if tracked && seen.deleted {
+			return c.broken(kv.ModRevision, key, "deleted again, though its last change deleted it")
+		}
+		c.track(key, keyHistory{deleted: true}, kv.ModRevision)
+		return nil
+	}
+	switch {
+	case tracked && seen.deleted && kv.Version != 1:
+		return c.broken(kv.ModRevision, key, fmt.Sprintf("at version %d, though its last change deleted it", kv.Version))
+	case tracked && !seen.deleted && (kv.CreateRevision != seen.created || kv.Version != seen.version+1):
+		return c.broken(kv.ModRevision, key, fmt.Sprintf("at version %d created at revision %d, though the capture saw version %d created at revision %d", kv.Version, kv.CreateRevision, seen.version, seen.created))
+	case !tracked && kv.CreateRevision > c.since && kv.CreateRevision < kv.ModRevision:
+		return c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
+	}
+	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version}, kv.ModRevision)
+	return nil
+}
+
+func (c *continuity) track(key string, h keyHistory, rev int64) {
+	if len(c.keys) >= maxTrackedKeys {
+		c.keys, c.since = map[string]keyHistory{}, rev-1
+	}
+	c.keys[key] = h
+}
+
+func (c *continuity) broken(rev int64, key, why string) error {
+	return fmt.Errorf("%w: the change at revision %d has key %q %s", ErrWentBack, rev, key, why)
+}
+
+// checkRevision asks the cluster for its newest revision (a linearizable read: never below a
+// revision it has answered with) and fails when it is below seen, the newest revision the
+// capture received. A cluster that does not answer now is not judged.
+func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, seen int64) error {
+	gctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	resp, err := cli.Get(gctx, "\x00", clientv3.WithCountOnly())
+	if err != nil {
+		return nil
+	}
+	if err := c.header(resp.Header); err != nil {
+		return err
+	}
+	if resp.Header.Revision < seen {
+		return fmt.Errorf("%w: the cluster is at revision %d, below revision %d the capture received (restored to an earlier point?)", ErrWentBack, resp.Header.Revision, seen)
+	}
+	return nil
+}

@@ -1,0 +1,192 @@
+package archive_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/archive"
+)
+
+// The runbook's "restore the cluster from last night's copy", done while backup run goes on
+// capturing: the member is stopped, its data dir replaced with a copy from before, and started
+// again. The cluster goes on under revision numbers the run has already captured, with other
+// changes. The run notices that its history went back, starts a new generation from a new full
+// backup, and the newest point a restore reaches is the cluster as it is now: the replayed hash
+// equals the cluster's. Before, the run went on watching from where it was, stored the new
+// changes after the old ones, and a restore to the latest point replayed the two as one.
+//
+// Two restores: one whose cluster waits before it takes writes again (the run sees the
+// cluster's revision below what it captured), one that goes on at once, past the revisions
+// captured before the run looks (the run sees a key's history differ from the one captured).
+func TestBackupRunNoticesTheClusterRestoredUnderneathIt(t *testing.T) {
+	t.Parallel()
+	for _, atOnce := range []bool{false, true} {
+		t.Run(map[bool]string{false: "writes after a while", true: "writes at once"}[atOnce], func(t *testing.T) {
+			t.Parallel()
+			restoredUnderneathARun(t, atOnce)
+		})
+	}
+}
+
+func restoredUnderneathARun(t *testing.T, atOnce bool) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	c, st, _, conn := aMemberAndAStore(t, ctx)
+	m := c.Members()[0]
+	cli := c.Client(t)
+	put := func(key, value string) int64 {
+		t.Helper()
+		for try := 0; ; try++ { // the member may be starting again
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			resp, err := cli.Put(pctx, key, value)
+			pcancel()
+			if err == nil {
+				return resp.Header.Revision
+			}
+			if try == 50 {
+				t.Fatalf("put %s: %v", key, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for i := range 20 {
+		put(fmt.Sprintf("/registry/pods/p%02d", i), "v0")
+	}
+	// Last night's copy: the data dir as it is now, at the 20 pods' revision.
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	lastNight := t.TempDir() + "/copy"
+	if out, err := exec.Command("cp", "-a", m.DataDir, lastNight).CombinedOutput(); err != nil {
+		t.Fatalf("copy the data dir: %v: %s", err, out)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	put("/registry/namespaces/default", "v") // serving again
+
+	var mu sync.Mutex
+	storedTo := map[archive.Generation]int64{} // by generation, the newest revision stored
+	var said []string
+	rctx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- archive.Run(rctx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Hour, Segment: 200 * time.Millisecond, Scratch: t.TempDir(),
+			Say: func(format string, a ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				said = append(said, fmt.Sprintf(format, a...))
+			},
+			OnStored: func(s archive.Segment, _ time.Time) {
+				mu.Lock()
+				defer mu.Unlock()
+				storedTo[s.Generation] = max(storedTo[s.Generation], s.To)
+			}})
+	}()
+	// waitStored waits until a generation other than not has stored rev, and returns it.
+	waitStored := func(rev int64, not archive.Generation) archive.Generation {
+		t.Helper()
+		for i := 0; i < 600; i++ {
+			mu.Lock()
+			for gen, to := range storedTo {
+				if to >= rev && gen != not {
+					mu.Unlock()
+					return gen
+				}
+			}
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("revision %d not stored in a generation other than %q; stored %v; the run said:\n%s", rev, not, storedTo, strings.Join(said, "\n"))
+		return ""
+	}
+	saidWentBack := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(strings.Join(said, "\n"), "new generation")
+	}
+	for i := 0; i < 300; i++ {
+		if entries, err := archive.List(ctx, st); err == nil && len(entries) > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The day goes on: every pod updated three times, captured.
+	var last int64
+	for round := 1; round <= 3; round++ {
+		for i := range 20 {
+			last = put(fmt.Sprintf("/registry/pods/p%02d", i), fmt.Sprintf("old %d", round))
+		}
+	}
+	first := waitStored(last, "")
+
+	// Restored underneath the run: the copy put back, and the cluster goes on at once, past
+	// the revisions captured, with other changes.
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(m.DataDir, m.DataDir+".before-restore"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(lastNight, m.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !atOnce {
+		for i := 0; i < 300 && !saidWentBack(); i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// Other changes: 60 config maps, then every pod updated once (its second version, where
+	// the run captured its fourth).
+	var now int64
+	for i := range 60 {
+		now = put(fmt.Sprintf("/registry/configmaps/c%02d", i), "new")
+	}
+	for i := range 20 {
+		now = put(fmt.Sprintf("/registry/pods/p%02d", i), "new")
+	}
+	if now <= last {
+		t.Fatalf("the restored cluster is at revision %d, not past the %d captured: the test restores nothing", now, last)
+	}
+	var p *archive.Point
+	var err error
+	for i := 0; i < 300; i++ { // a restore to the latest point reaches the cluster's last change
+		if p, err = archive.Choose(ctx, st, 0, time.Time{}); err == nil && p.Revision >= now {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopRun()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("backup run ended with %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Full.Generation == first || p.Revision < now {
+		t.Fatalf("a restore to the latest point goes from backup %s (generation %s) to revision %d; want a backup of a new generation, to revision %d", p.Full.ID, p.Full.Generation, p.Revision, now)
+	}
+	v, err := archive.VerifyPoint(ctx, st, cli, m.ClientURL, verifyOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Result != "verified" {
+		t.Fatalf("the newest point does not restore to the cluster as it is: %s %s", v.Result, v.Why)
+	}
+	if !saidWentBack() {
+		t.Errorf("the run never said it started a new generation:\n%s", strings.Join(said, "\n"))
+	}
+	t.Logf("the run said:\n%s", strings.Join(said, "\n"))
+}
