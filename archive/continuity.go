@@ -46,9 +46,10 @@ type keyHistory struct {
 	deleted          bool
 }
 
-// maxTrackedKeys bounds the memory continuity keeps (a key and 24 bytes each): past it, it
-// starts again from the latest revision received.
-const maxTrackedKeys = 1 << 20
+// maxTrackedKeys bounds the memory continuity keeps (a key and about 60 bytes each: 16 MB for
+// 128k keys of 64 bytes, more than a large Kubernetes cluster changes in a --full-every period):
+// past it, it starts again from the latest revision received.
+const maxTrackedKeys = 1 << 17
 
 func newContinuity(from int64) *continuity {
 	return &continuity{since: from, keys: map[string]keyHistory{}}
