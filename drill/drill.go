@@ -54,6 +54,9 @@ type Result struct {
 	Dir       string  `json:"dir"`
 	// Skipped says why the drill could not run here (it is then neither passed nor failed).
 	Skipped string `json:"skipped,omitempty"`
+	// Stopped: the drill was interrupted (SIGINT, SIGTERM) before it finished, and its sandbox
+	// torn down; it neither passed nor failed.
+	Stopped bool `json:"stopped,omitempty"`
 	// Checked is the workload's history and the checker's verdict, for drills that run it.
 	Checked *Checked `json:"checked,omitempty"`
 	// PowerCut is set by the power-cut drill.
@@ -216,13 +219,24 @@ func (r *recorder) stopAll(sb *sandbox.Sandbox, rt local.Runtime, others ...runt
 
 // RunAll runs the drills one after the other in env and returns every result, and how many
 // failed (a skipped drill did not fail). A drill that errs is reported on env.Out and the next
-// one runs.
+// one runs. Once ctx ends, the drill under way is reported stopped, not failed (what its
+// repair says, cut short, is no verdict), and no other drill starts.
 func RunAll(ctx context.Context, drills []Drill, env Env) ([]*Result, int) {
 	var results []*Result
 	failed := 0
 	for _, d := range drills {
+		if ctx.Err() != nil {
+			break
+		}
 		r, err := Run(ctx, d, env)
 		results = append(results, r)
+		if ctx.Err() != nil && !r.Passed && r.Skipped == "" {
+			r.Stopped = true
+			if env.Out != nil {
+				fmt.Fprintf(env.Out, "  STOPPED before it finished (%v); its sandbox is torn down\n", context.Cause(ctx))
+			}
+			continue
+		}
 		if err != nil && env.Out != nil {
 			fmt.Fprintf(env.Out, "  FAILED: %v\n", err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ the store, and reports the recovery point: nothing acknowledged up to it may be 
 --report FILE.html writes one self-contained page: throughput and latency over time with the
 incident's phases and the write outage marked, then each drill's timeline.
 
-Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 otherwise.`,
+Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 otherwise, 3 when stopped (SIGINT, SIGTERM) before they finished.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			drills := drill.All()
@@ -118,6 +119,9 @@ Drills: ` + strings.Join(names, ", ") + `. Exit 0 when every drill passed, 2 oth
 					return err
 				}
 				fmt.Fprintf(progress, "report: %s\n", report)
+			}
+			if cmd.Context().Err() != nil {
+				return errors.New("the drills were stopped before they finished")
 			}
 			if failed > 0 {
 				return verdict{code: exitCritical}

@@ -15,6 +15,8 @@ func (tablePrinter) Drill(w io.Writer, r drillResult) error {
 		switch {
 		case d.Skipped != "":
 			result = "SKIPPED: " + d.Skipped
+		case d.Stopped:
+			result = "STOPPED"
 		case !d.Passed:
 			result = "FAILED"
 		}
