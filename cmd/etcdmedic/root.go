@@ -99,7 +99,7 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 // Every command runs under one context that SIGINT or SIGTERM cancels: the command stops where
 // it is and returns, so that its deferred cleanups run (temporary db copies are removed, locks
 // released) before etcdmedic exits. A second signal ends etcdmedic at once, as without it.
-// A command stopped so exits 3 (exitFailed), whatever the error or verdict its stop caused: a probe
+// A command stopped so exits 3 (exitFailed), whatever the error its stop caused says: a probe
 // cut short is no proof that the cluster refused, nor that a plan is stale.
 //
 // SIGPIPE is caught too, so that a write to a closed stdout or stderr (the reader of a pipeline
@@ -122,16 +122,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// A command that ends on a signal by design (doctor --watch) finished its work.
 		return exitOK
 	}
-	stopped := ctx.Err() != nil
 	var v verdict
 	if errors.As(err, &v) {
-		if !stopped {
-			return v.code
-		}
-		// A verdict on work cut short (a drill whose cluster was torn down mid-repair) is
-		// none: the stop is what it ends with.
-		err = errors.New("stopped before it finished")
+		return v.code
 	}
+	stopped := ctx.Err() != nil
 	if cause := context.Cause(ctx); stopped && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w (stopped: %v)", err, cause) // the cause names the signal
 	}

@@ -174,7 +174,9 @@ func TestSIGTERMEndsDoctorWatchWithItsVerdict(t *testing.T) {
 
 // A drill interrupted by SIGTERM while its cluster runs under load stops every member it
 // started and removes its folder (data dirs, plans, backups: copies of the cluster's data)
-// before it exits, non-zero.
+// before it exits 3, the drill reported STOPPED. It exited 2 with the drill FAILED: its
+// repair's error on the way down ("cannot tell whether quorum is lost ... operation was
+// canceled") was taken for the drill's verdict.
 func TestSIGTERMMidDrillLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
@@ -205,8 +207,8 @@ func TestSIGTERMMidDrillLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("the drill did not end within 30 s of SIGTERM:\n%s", out.String())
 	}
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() <= 0 {
-		t.Errorf("want a non-zero exit of its own after SIGTERM, got %v\n%s", err, out.String())
+	if !errors.As(err, &exit) || exit.ExitCode() != exitFailed || !strings.Contains(out.String(), "STOPPED") || strings.Contains(out.String(), "FAILED") {
+		t.Errorf("want exit %d after SIGTERM, the drill STOPPED, not FAILED; got %v\n%s", exitFailed, err, out.String())
 	}
 	if pids := etcdtest.ProcessesUnder(tmp); len(pids) > 0 {
 		t.Errorf("still running after the drill ended: %v", pids)

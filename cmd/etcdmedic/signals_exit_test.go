@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -126,71 +125,5 @@ func TestBackupRunWhoseOutputClosedExits3(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("backup run went on with its output closed")
-	}
-}
-
-// Ctrl-C in the middle of a drill: the drill tears its sandbox down (no etcd left running), is
-// reported STOPPED, and etcdmedic exits 3, where it exited 2 with the drill FAILED, its repair's
-// error on the way down ("cannot tell whether quorum is lost ... operation was canceled") taken
-// for the drill's verdict.
-func TestADrillInterruptedExits3(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	cmd := exec.Command(etcdtest.EtcdmedicBinary(t), "drill", "quorum-loss", "--dir", dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); etcdtest.KillUnder(dir) })
-	var mu sync.Mutex
-	var said bytes.Buffer
-	saidSoFar := func() string { mu.Lock(); defer mu.Unlock(); return said.String() }
-	up := make(chan struct{})
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		buf := make([]byte, 4096)
-		isUp := false
-		for {
-			n, err := out.Read(buf)
-			mu.Lock()
-			said.Write(buf[:n])
-			if !isUp && strings.Contains(said.String(), "workload started") {
-				close(up)
-				isUp = true
-			}
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	select {
-	case <-up:
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the drill did not start its cluster:\n%s", saidSoFar())
-	}
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { <-copied; exited <- cmd.Wait() }()
-	select {
-	case err := <-exited:
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitFailed || !strings.Contains(errOut.String(), "stopped") ||
-			!strings.Contains(saidSoFar(), "STOPPED") || strings.Contains(saidSoFar(), "FAILED") {
-			t.Fatalf("drill interrupted: %v, want exit %d, stopped\n%s\n%s", err, exitFailed, saidSoFar(), errOut.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("the drill did not stop on SIGINT:\n%s", saidSoFar())
-	}
-	if left := etcdtest.ProcessesUnder(dir); len(left) > 0 {
-		t.Fatalf("processes left running under %s: %v", dir, left)
 	}
 }
