@@ -382,13 +382,17 @@ func (s *Store) PutRaw(ctx context.Context, key, path string) (int64, error) {
 		return 0, err
 	}
 	defer f.Close()
-	w, err := s.bucket.NewWriter(ctx, key, nil)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.bucket.NewWriter(wctx, key, nil)
 	if err != nil {
 		return 0, err
 	}
 	n, err := io.Copy(w, f)
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	if err != nil {
+		cancel() // the writer discards what it has: never a partial object under key
+		w.Close()
+		return n, fmt.Errorf("store %s: %w", key, err)
 	}
-	return n, err
+	return n, w.Close()
 }

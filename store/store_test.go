@@ -110,6 +110,20 @@ func TestAHalfUploadIsNeverAnObject(t *testing.T) {
 	}
 }
 
+// The same for PutRaw (the benchmark's raw copy of a file): a file that cannot be read whole
+// (here a folder, whose read fails at once) leaves nothing under its key, where it left an
+// empty object.
+func TestAHalfRawUploadIsNeverAnObject(t *testing.T) {
+	st, _ := openFile(t, store.Options{})
+	if _, err := st.PutRaw(context.Background(), "full/raw.db", t.TempDir()); err == nil {
+		t.Fatal("a file that does not read was stored")
+	}
+	keys, err := st.List(context.Background(), "full/")
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("after a failed raw upload the store lists %v (%v)", keys, err)
+	}
+}
+
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
