@@ -121,11 +121,15 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	taken := now().UTC()
 	snap, err := backup.SaveSnapshot(ctx, one, filepath.Join(tmp, "snapshot.db"))
 	if err != nil {
 		return nil, err
 	}
+	// Taken once the snapshot is whole: every change it holds was made before then, so a
+	// restore to a time at or after Taken (restore --to-time) holds nothing made after that
+	// time. Read before the snapshot, the member could fix its revision later, past changes
+	// made after Taken.
+	taken := now().UTC()
 	if !snap.TrailerOK {
 		return nil, fmt.Errorf("the snapshot from %s does not end with a matching sha256 trailer (%d bytes): cut short or damaged in transfer", endpoint, snap.Size)
 	}
