@@ -4,10 +4,13 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -111,13 +114,42 @@ type recorder struct {
 	ledger *ledger.Ledger
 	repair time.Time
 	kube   *kube // set by drills run with Env.Kubernetes
+	sayMu  sync.Mutex
 }
 
+// say adds a line to the timeline and prints it. Safe from any goroutine (backup run and the
+// repairs' background backups report while the drill goes on).
 func (r *recorder) say(format string, a ...any) {
+	r.sayMu.Lock()
+	defer r.sayMu.Unlock()
 	e := Event{AtSec: time.Since(r.start).Seconds(), What: fmt.Sprintf(format, a...)}
 	r.result.Timeline = append(r.result.Timeline, e)
 	if r.out != nil {
 		fmt.Fprintf(r.out, "  t+%5.1fs  %s\n", e.AtSec, e.What)
+	}
+}
+
+// timeline is a writer whose every line joins the timeline as it comes, indented under the
+// step that writes it: the progress of the etcdmedic commands a drill runs in its own process.
+type timeline struct {
+	r       *recorder
+	mu      sync.Mutex
+	partial []byte
+}
+
+func (t *timeline) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.partial = append(t.partial, p...)
+	for {
+		i := bytes.IndexByte(t.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if line := strings.TrimSpace(string(t.partial[:i])); line != "" {
+			t.r.say("  %s", line)
+		}
+		t.partial = t.partial[i+1:]
 	}
 }
 

@@ -57,10 +57,6 @@ func quorumLoss(ctx context.Context, env Env, r *recorder) error {
 	return r.count(ctx, sb.Endpoints())
 }
 
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
-
 // recoverQuorum repairs a sandbox whose quorum is lost with etcdmedic recover plan and apply,
 // as an operator would run them, and times it.
 func (r *recorder) recoverQuorum(ctx context.Context, env Env, sb *sandbox.Sandbox, rt local.Runtime) error {
@@ -85,7 +81,7 @@ func (r *recorder) recoverQuorum(ctx context.Context, env Env, sb *sandbox.Sandb
 		return err
 	}
 	r.say("etcdmedic recover plan: survivor %s (commit %d, revision %d), plan in %s", p.Survivor, p.Committed, p.Revision, planDir)
-	ap := &recovery.Applier{Plan: p, Dir: planDir, Runtime: rt, Out: discard{}, Conn: conn, Timeout: time.Minute}
+	ap := &recovery.Applier{Plan: p, Dir: planDir, Runtime: rt, Out: &timeline{r: r}, Conn: conn, Timeout: time.Minute}
 	rep, err := ap.Apply(ctx)
 	if err != nil {
 		return fmt.Errorf("recover apply: %w", err)

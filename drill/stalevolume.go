@@ -48,6 +48,14 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 	if err := sb.StopMember("m3", 10*time.Second); err != nil {
 		return err
 	}
+	// The workload runs from the failover on, as the cluster's clients do: the stale member's
+	// crash and the repair happen under it. (Started before, its watch streams on m3 would
+	// hold m3's graceful stop for etcd's 7 s.)
+	w, err := r.startWorkload(ctx, sb)
+	if err != nil {
+		return err
+	}
+	defer w.Abandon() // a drill that failed early: the judge stopped it otherwise
 	volume := filepath.Join(env.Dir, "pv-0007")
 	files, _, err := backup.Checksum(m3.DataDir, nil)
 	if err != nil {
@@ -87,14 +95,8 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return fmt.Errorf("the stale member did not fail as removed; see %s", local.LogFile(volume))
 	}
 	r.say("without etcdmedic: it exits, \"the member has been permanently removed from the cluster\" (crash loop)")
+	time.Sleep(time.Second) // the workload's baseline before the repair
 
-	// The repair runs under the workload: the cluster serves it while guard works.
-	w, err := r.startWorkload(ctx, sb)
-	if err != nil {
-		return err
-	}
-	defer w.Abandon()           // a drill that failed early: the judge stopped it otherwise
-	time.Sleep(3 * time.Second) // the workload's baseline before the repair
 	r.repair = time.Now()
 	conn := cluster.DefaultConn()
 	conn.Endpoints, conn.CommandTimeout = sb.Endpoints(), 2*time.Second
@@ -110,7 +112,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return err
 	}
 	r.say("guard --fix: %d files quarantined in %s (checksummed, nothing deleted)", q.Files, q.Dir)
-	j := &member.Joiner{Client: cli, Runtime: rt, Out: discard{}, CatchUp: time.Minute}
+	j := &member.Joiner{Client: cli, Runtime: rt, Out: &timeline{r: r}, CatchUp: time.Minute}
 	joined, err := j.Join(ctx, member.JoinSpec{Name: "m3", PeerURLs: spec.PeerURLs, ClientURLs: spec.ClientURLs, DataDir: volume})
 	if err != nil {
 		return err
@@ -122,7 +124,7 @@ func staleVolume(ctx context.Context, env Env, r *recorder) error {
 		return fmt.Errorf("quarantine does not verify: %w", err)
 	}
 	r.say("quarantine verified against its manifest")
-	w.RunUntil(ctx, MinOperations, 7*time.Second, minOperationsWithin) // the workload goes on against the repaired cluster
+	w.RunUntil(ctx, MinOperations, 2*time.Second, minOperationsWithin) // the workload goes on against the repaired cluster
 	if err := r.judge(ctx, w, sb.Endpoints()); err != nil {
 		return err
 	}
