@@ -2,7 +2,6 @@ package archive_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,30 +39,13 @@ func TestARestoredDataDirSurvivesAPowerCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backing, mnt := t.TempDir(), filepath.Join(t.TempDir(), "mnt")
-	disk, err := crashfs.Mount(backing, mnt)
-	if errors.Is(err, crashfs.ErrUnavailable) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	dataDir := filepath.Join(mnt, "var", "lib", "etcd")
-	_, err = archive.Restore(ctx, st, p, []archive.Target{{Name: "r1", DataDir: dataDir, PeerURL: "http://127.0.0.1:1"}},
-		archive.RestoreOptions{Etcdutl: []string{etcdutl}, Etcd: []string{etcdtest.Binary(t, etcdtest.V3_6).Path}, Scratch: t.TempDir()})
-	if err != nil {
-		disk.Unmount()
-		t.Fatal(err)
-	}
-	report, err := disk.Cut(crashfs.CutOptions{})
-	if err != nil {
-		t.Fatalf("cut: %v", err)
-	}
-	t.Logf("the power cut dropped: %s", report)
-	if disk, err = crashfs.Mount(backing, mnt); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { disk.Unmount() })
+	var dataDir string
+	crashfs.AfterPowerCut(t, func(mnt string) error {
+		dataDir = filepath.Join(mnt, "var", "lib", "etcd")
+		_, err := archive.Restore(ctx, st, p, []archive.Target{{Name: "r1", DataDir: dataDir, PeerURL: "http://127.0.0.1:1"}},
+			archive.RestoreOptions{Etcdutl: []string{etcdutl}, Etcd: []string{etcdtest.Binary(t, etcdtest.V3_6).Path}, Scratch: t.TempDir()})
+		return err
+	})
 	restored := etcdtest.StartOn(t, etcdtest.V3_6, "r1", dataDir)
 	got, err := restored.Get(ctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
 	if err != nil {
