@@ -20,8 +20,9 @@ type PrunePlan struct {
 	Keep   []Entry  `json:"keep"`
 	Remove []Entry  `json:"remove"`
 	Why    []string `json:"why"` // per kept entry, in Keep's order
-	// Segments are the history segments no kept backup needs (wholly before the oldest kept
-	// backup's revision).
+	// Segments are the history segments no kept backup needs: wholly before the oldest kept
+	// backup of their generation, or of a generation whose every backup is removed (a restore
+	// replays onto a backup only its own generation's history).
 	Segments    []Segment `json:"-"`
 	SegmentKeys []string  `json:"segments"`
 	// PointChecks are the records of point-in-time verifications before the oldest kept backup:
@@ -78,18 +79,32 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 	}
 	var plan PrunePlan
 	oldestKept := int64(-1)
+	gens := map[Generation]*generationKept{}
+	unreadable := false
 	for _, e := range entries {
+		g := gens[e.Generation]
+		if g == nil && e.Unreadable == "" {
+			g = &generationKept{oldest: -1}
+			gens[e.Generation] = g
+		}
 		if reason, ok := why[e.ID]; ok {
 			plan.Keep, plan.Why = append(plan.Keep, e), append(plan.Why, reason)
-			if e.Unreadable == "" && (oldestKept < 0 || e.Revision < oldestKept) {
+			if e.Unreadable != "" {
+				unreadable = true
+				continue
+			}
+			if oldestKept < 0 || e.Revision < oldestKept {
 				oldestKept = e.Revision
+			}
+			if g.oldest < 0 || e.Revision < g.oldest {
+				g.oldest = e.Revision
 			}
 			continue
 		}
 		plan.Remove = append(plan.Remove, e)
 	}
 	for _, s := range segs {
-		if oldestKept >= 0 && s.To <= oldestKept {
+		if gens[s.Generation].needless(s, unreadable) {
 			plan.Segments = append(plan.Segments, s)
 			plan.SegmentKeys = append(plan.SegmentKeys, s.Key)
 		}
@@ -100,6 +115,24 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 		}
 	}
 	return plan
+}
+
+// generationKept is what prune keeps of one generation's backups: the revision of its oldest
+// kept one (-1: none kept).
+type generationKept struct{ oldest int64 }
+
+// needless says whether segment s, of a generation g holds (nil: a generation with no backup
+// listed), is history no kept backup needs. A generation with no backup listed is left alone:
+// a backup run may be storing its first backup's manifest just now. Neither is one whose every
+// backup is removed while an unreadable manifest is kept: it may be that generation's.
+func (g *generationKept) needless(s Segment, unreadable bool) bool {
+	switch {
+	case g == nil:
+		return false
+	case g.oldest < 0:
+		return !unreadable
+	}
+	return s.To <= g.oldest
 }
 
 // keepNewest keeps the newest entry (newestFirst) that is what usable says, with reason.

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -96,5 +97,36 @@ func TestPruneNeverRemovesTheLastUsableBackup(t *testing.T) {
 				t.Fatalf("kept %v (%v), want %v", kept, p.Why, tc.keep)
 			}
 		})
+	}
+}
+
+// A cluster restored to an earlier point starts a new generation at lower revisions. Prune
+// judged history by revision across generations: once the old generation's backups were all
+// removed, the new one's low revisions kept the old one's history forever, though no restore
+// can replay it onto any backup (a restore replays onto a backup only its own generation's).
+// Now each generation's history is kept for its own backups; a generation with no backup
+// listed is left alone (its run may be storing its first manifest right now), and so is one
+// whose backups are all removed while an unreadable manifest, maybe its, is kept.
+func TestPruneRemovesTheHistoryOfAGenerationWithNoBackupLeft(t *testing.T) {
+	inGen := func(e Entry, gen Generation) Entry { e.Generation = gen; return e }
+	old, restored, starting := "20261120T100000Z-0000000a", "20261202T100000Z-0000000b", "20261203T100000Z-0000000c"
+	entries := []Entry{
+		inGen(entry("a", "2026-11-20T10:00:00Z", 1000, "unverified"), old),
+		inGen(entry("b", "2026-11-21T10:00:00Z", 2000, "unverified"), old),
+		inGen(entry("c", "2026-12-02T10:00:00Z", 50, "unverified"), restored),
+		inGen(entry("d", "2026-12-02T11:00:00Z", 300, "unverified"), restored),
+	}
+	segs := []Segment{
+		{Key: "old-1", Generation: old, From: 1000, To: 2000}, {Key: "old-2", Generation: old, From: 2000, To: 2500},
+		{Key: "restored-1", Generation: restored, From: 50, To: 300}, {Key: "restored-2", Generation: restored, From: 300, To: 400},
+		{Key: "starting-1", Generation: starting, From: 400, To: 450},
+	}
+	removed := func(p PrunePlan) string { return strings.Join(p.SegmentKeys, ",") }
+	if got, want := removed(PlanPrune(entries, segs, nil, Retention{Last: 1})), "old-1,old-2,restored-1"; got != want {
+		t.Errorf("keeping the newest backup, prune removes history %s; want %s", got, want)
+	}
+	withUnreadable := append(slices.Clone(entries), Entry{Full: Full{ID: "x"}, Unreadable: "encrypted to another key"})
+	if got, want := removed(PlanPrune(withUnreadable, segs, nil, Retention{Last: 1})), "restored-1"; got != want {
+		t.Errorf("with an unreadable manifest kept, prune removes history %s; want %s", got, want)
 	}
 }
