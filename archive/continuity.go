@@ -32,18 +32,25 @@ var ErrWentBack = errors.New("the cluster's history is not the one captured")
 // passes the revisions captured) and the third at the first change to a key whose history
 // differs; a check that cannot tell (a key first seen after the restore) passes.
 type continuity struct {
+	// clusterID is the cluster's (0: the first response's).
 	clusterID uint64
 	// since is the revision after which every change was received and tracked: a key created
 	// after it and not tracked was created in a history the capture did not see.
 	since int64
 	keys  map[string]keyHistory
+	// maxKeys bounds keys (maxTrackedKeys).
+	maxKeys int
+	// unchecked counts the revision checks in a row that got no answer, checkErr the last
+	// one's error: a check that never answers (a learner endpoint, no read permission) is said.
+	unchecked int
+	checkErr  error
 }
 
-// keyHistory is what the capture saw of one key: its creation, its latest version, and whether
-// its latest change deleted it.
+// keyHistory is what the capture saw of one key: its creation, its latest version and the
+// revision of its latest change, and whether that change deleted it.
 type keyHistory struct {
-	created, version int64
-	deleted          bool
+	created, version, mod int64
+	deleted               bool
 }
 
 // maxTrackedKeys bounds the memory continuity keeps (a key and about 60 bytes each: 16 MB for
@@ -51,8 +58,10 @@ type keyHistory struct {
 // past it, it starts again from the latest revision received.
 const maxTrackedKeys = 1 << 17
 
-func newContinuity(from int64) *continuity {
-	return &continuity{since: from, keys: map[string]keyHistory{}}
+// newContinuity holds a capture from revision from to the history of cluster clusterID (0:
+// whichever the first response is from).
+func newContinuity(from int64, clusterID uint64) *continuity {
+	return &continuity{since: from, clusterID: clusterID, keys: map[string]keyHistory{}, maxKeys: maxTrackedKeys}
 }
 
 // header checks a response's cluster ID against the first one seen.
@@ -70,39 +79,47 @@ func (c *continuity) header(h *etcdserverpb.ResponseHeader) error {
 	return nil
 }
 
-// event checks one change against what the capture saw of its key, then records it.
-func (c *continuity) event(ev *clientv3.Event) error {
+// event checks one change against what the capture saw of its key, then records it. A change
+// of a key at or before the revision of the key's latest change received is a replay (etcd
+// watch bugs have sent events twice, #17247): it is reported as such, and is no evidence.
+func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 	kv := ev.Kv
 	key := string(kv.Key)
 	seen, tracked := c.keys[key]
+	if tracked && kv.ModRevision <= seen.mod {
+		return true, nil
+	}
 	if ev.Type == mvccpb.DELETE {
 		if tracked && seen.deleted {
-			return c.broken(kv.ModRevision, key, "deleted again, though its last change deleted it")
+			return false, c.broken(kv.ModRevision, key, "deleted again, though its last change deleted it")
 		}
-		c.track(key, keyHistory{deleted: true}, kv.ModRevision)
-		return nil
+		c.track(key, keyHistory{deleted: true, mod: kv.ModRevision}, kv.ModRevision)
+		return false, nil
 	}
 	switch {
 	case tracked && seen.deleted && kv.Version != 1:
-		return c.broken(kv.ModRevision, key, fmt.Sprintf("at version %d, though its last change deleted it", kv.Version))
+		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("at version %d, though its last change deleted it", kv.Version))
 	case tracked && !seen.deleted && (kv.CreateRevision != seen.created || kv.Version != seen.version+1):
-		return c.broken(kv.ModRevision, key, fmt.Sprintf("at version %d created at revision %d, though the capture saw version %d created at revision %d", kv.Version, kv.CreateRevision, seen.version, seen.created))
+		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("at version %d created at revision %d, though the capture saw version %d created at revision %d", kv.Version, kv.CreateRevision, seen.version, seen.created))
 	case !tracked && kv.CreateRevision > c.since && kv.CreateRevision < kv.ModRevision:
-		return c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
+		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
 	}
-	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version}, kv.ModRevision)
-	return nil
+	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version, mod: kv.ModRevision}, kv.ModRevision)
+	return false, nil
 }
 
+// track records key's history. Past maxTrackedKeys it starts again: every key created after
+// rev is seen from then on (not rev-1: keys a transaction at rev created before this one were
+// forgotten with the rest).
 func (c *continuity) track(key string, h keyHistory, rev int64) {
-	if len(c.keys) >= maxTrackedKeys {
-		c.keys, c.since = map[string]keyHistory{}, rev-1
+	if len(c.keys) >= c.maxKeys {
+		c.keys, c.since = map[string]keyHistory{}, rev
 	}
 	c.keys[key] = h
 }
 
 func (c *continuity) broken(rev int64, key, why string) error {
-	return fmt.Errorf("%w: the change at revision %d has key %q %s", ErrWentBack, rev, key, why)
+	return fmt.Errorf("%w (restored to an earlier point, or changes lost): the change at revision %d has key %q %s", ErrWentBack, rev, key, why)
 }
 
 // checkRevision asks the cluster for its newest revision (a linearizable read: never below a
@@ -113,8 +130,10 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 	defer cancel()
 	resp, err := cli.Get(gctx, "\x00", clientv3.WithCountOnly())
 	if err != nil {
+		c.unchecked, c.checkErr = c.unchecked+1, err
 		return nil
 	}
+	c.unchecked = 0
 	if err := c.header(resp.Header); err != nil {
 		return err
 	}

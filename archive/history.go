@@ -70,6 +70,9 @@ func parseSegmentKey(k string) (Segment, bool) {
 	return s, true
 }
 
+// uncheckedSaid is how many revision checks in a row get no answer before the capture says so.
+const uncheckedSaid = 10
+
 // ErrNotStored is history a capture received and could not store before it was asked to end.
 var ErrNotStored = errors.New("captured history not stored")
 
@@ -89,17 +92,35 @@ var ErrCompacted = errors.New("the history to capture from is compacted")
 // A cluster whose history is no longer the one captured (restored to an earlier point
 // underneath the capture, or another cluster) ends it with ErrWentBack (see continuity).
 func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Generation, from int64, interval time.Duration, onStored func(Segment, time.Time)) (int64, error) {
+	stored, _, err := capture(ctx, cli, st, gen, unstored{from: from, to: from}, interval, onStored, nil, nil)
+	return stored, err
+}
+
+// unstored is history a capture received and has not stored: every change in (from, to].
+type unstored struct {
+	from, to int64
+	events   []Event
+}
+
+// capture is Capture going on from start: history of gen received before and not stored yet
+// (a period of backup run that ended with the store down), kept until stored; the watch
+// resumes after it. It returns, with the last revision stored, what it received and could not
+// store: the next capture of gen goes on from it, and etcd need not send it again (it may be
+// compacted by then).
+func capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Generation, start unstored, interval time.Duration, onStored func(Segment, time.Time), held *continuity, onUnchecked func(error)) (int64, unstored, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(from+1), clientv3.WithProgressNotify())
+	wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(start.to+1), clientv3.WithProgressNotify())
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	check := time.NewTicker(min(interval, time.Second))
 	defer check.Stop()
-	held := newContinuity(from)
-	var pending []Event
+	if held == nil {
+		held = newContinuity(start.to, 0)
+	}
+	pending := start.events
 	ttls := leaseTTLs{cli: cli}
-	stored, seen := from, from
+	stored, seen := start.from, start.to
 	backoff, nextTry := time.Duration(0), time.Time{}
 	var putErr error
 	flush := func() {
@@ -145,15 +166,24 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 	// end ends the capture with why. Asked to end (ctx), the watch ends too, and whichever of
 	// the two the loop sees first, what is pending gets lastFlush's tries, and what still cannot
 	// be stored is ErrNotStored; otherwise one try, and the caller watches again from stored.
-	end := func(why error) (int64, error) {
+	end := func(why error) (int64, unstored, error) {
+		if errors.Is(why, ErrWentBack) {
+			// Whatever ends the capture with it (the period's end at the same moment too),
+			// the caller must hear it: it starts a new generation. What is pending is the
+			// history captured so far (or nothing, when a change showed it): a few tries.
+			if err := lastFlush(); err != nil {
+				why = errors.Join(why, err)
+			}
+			return stored, unstored{from: stored, to: seen, events: pending}, why
+		}
 		if ctx.Err() != nil {
 			if err := lastFlush(); err != nil {
-				return stored, err
+				return stored, unstored{from: stored, to: seen, events: pending}, err
 			}
-			return stored, ctx.Err()
+			return stored, unstored{from: stored, to: stored}, ctx.Err()
 		}
 		flush()
-		return stored, why
+		return stored, unstored{from: stored, to: seen, events: pending}, why
 	}
 	for {
 		select {
@@ -166,6 +196,9 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 			// yet: what is pending is the old one's, and is stored.
 			if err := held.checkRevision(ctx, cli, seen); err != nil {
 				return end(err)
+			}
+			if held.unchecked == uncheckedSaid && onUnchecked != nil {
+				onUnchecked(held.checkErr)
 			}
 		case resp, ok := <-wch:
 			if !ok {
@@ -182,7 +215,11 @@ func Capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 			}
 			now := time.Now().UTC()
 			for _, ev := range resp.Events {
-				if err := held.event(ev); err != nil {
+				replay, err := held.event(ev)
+				if replay {
+					continue // a change already received, sent again (an etcd watch bug): once is enough
+				}
+				if err != nil {
 					// Changes of the new history may have come before the first that shows
 					// it: nothing received since the last store is stored.
 					pending, seen = nil, stored

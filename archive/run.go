@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/etcdmedic/etcdmedic"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/store"
 )
@@ -83,6 +84,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	backoff := time.Second
 	var f *Full          // the newest full backup taken
 	captured := int64(0) // the last revision the previous capture stored
+	var carry unstored   // what it received after captured and could not store (store down)
+	var wentBack time.Time
+	var wentBackWait time.Duration
 	for ctx.Err() == nil {
 		started := time.Now()
 		next, err := o.takeFull(ctx, f, captured)
@@ -101,24 +105,34 @@ func Run(ctx context.Context, o RunOptions) error {
 		default:
 			if f != nil && next.Generation != f.Generation {
 				say("full backup %s starts a new generation of history (%s): the cluster's history is not the one captured so far (revision %d, below %d, or another cluster)", next.ID, next.Generation, next.Revision, captured)
-				captured = 0 // captured from the new backup, never spliced onto the old history
+				captured, carry = 0, unstored{} // captured from the new backup, never spliced onto the old history
 			}
 			f, backoff = next, time.Second
 			o.tookFull(ctx, f, started, say)
 		}
-		captured, err = o.captureUntilNextFull(ctx, f, captured, captureFor, say)
+		captured, carry, err = o.captureUntilNextFull(ctx, f, captured, carry, captureFor, say)
 		switch {
 		case errors.Is(err, ErrNotStored) && ctx.Err() != nil:
 			return err // asked to end with history it could not store: say so, exit non-zero
-		case errors.Is(err, ErrNotStored):
-			// A period ended with the store still refusing: the run goes on, and the next
-			// capture watches again from the last revision stored (etcd sends the rest again).
-			say("%v: a new full backup, and the capture goes on from revision %d", err, captured)
 		case errors.Is(err, ErrWentBack):
 			// Never spliced onto the history captured so far: a new generation, from a new
-			// full backup (retried until one is taken, with no capture meanwhile).
-			say("%v: a new full backup starts a new generation of history", err)
-			f, captured = nil, 0
+			// full backup (retried until one is taken, with no capture meanwhile). Again
+			// within a minute (endpoints of two clusters, an etcd that sends changes twice),
+			// it waits, longer each time, rather than loop on full backups.
+			if time.Since(wentBack) < time.Minute {
+				wentBackWait = min(max(2*wentBackWait, time.Second), time.Minute)
+			} else {
+				wentBackWait = 0
+			}
+			wentBack = time.Now()
+			say("%v: a new full backup starts a new generation of history (in %s)", err, wentBackWait)
+			sleep(ctx, wentBackWait)
+			f, captured, carry = nil, 0, unstored{}
+		case errors.Is(err, ErrNotStored):
+			// A period ended with the store still refusing: the run goes on, the history
+			// received is kept (in memory), and the next capture goes on after it: etcd need
+			// not send it again, and its compaction meanwhile loses nothing.
+			say("%v: kept, and stored once the store takes it; a new full backup, and the capture goes on after revision %d", err, carry.to)
 		case errors.Is(err, ErrCompacted):
 			say("%v: a new full backup", err)
 		case err != nil && ctx.Err() == nil:
@@ -186,32 +200,38 @@ func (o RunOptions) tookFull(ctx context.Context, f *Full, started time.Time, sa
 }
 
 // captureUntilNextFull captures history for d (until the next full backup is due), from where
-// the previous capture stopped (captured): when that is behind f, the revisions between the two
-// (changed while f was taken and uploaded) are stored too, and the history stays whole across
-// full backups, whichever of them a restore starts from. If those are compacted already, it
-// captures from f. It returns the last revision stored.
-func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, d time.Duration, say func(string, ...any)) (int64, error) {
+// the previous capture stopped (captured, and carry: what it received after that and could not
+// store): when that is behind f, the revisions between the two (changed while f was taken and
+// uploaded) are stored too, and the history stays whole across full backups, whichever of them
+// a restore starts from. If those are compacted already, it captures from f. It returns the
+// last revision stored, and what it received after it and could not store.
+func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, carry unstored, d time.Duration, say func(string, ...any)) (int64, unstored, error) {
 	if captured == 0 {
-		stored, err := o.capture(ctx, f.Generation, f.Revision, d)
-		return max(stored, f.Revision), err
+		stored, left, err := o.capture(ctx, f.Generation, f.ClusterID, unstored{from: f.Revision, to: f.Revision}, d)
+		return max(stored, f.Revision), left, err
 	}
-	stored, err := o.capture(ctx, f.Generation, captured, d)
+	start := unstored{from: captured, to: captured}
+	if carry.from == captured && carry.to > captured {
+		start = carry
+	}
+	stored, left, err := o.capture(ctx, f.Generation, f.ClusterID, start, d)
 	if !errors.Is(err, ErrCompacted) || stored > captured || captured >= f.Revision {
-		return max(stored, captured), err
+		return max(stored, captured), left, err
 	}
-	say("revisions %d to %d were compacted before they were captured: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
-	stored, err = o.capture(ctx, f.Generation, f.Revision, d)
-	return max(stored, f.Revision), err
+	say("revisions %d to %d were compacted before they were stored: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
+	stored, left, err = o.capture(ctx, f.Generation, f.ClusterID, unstored{from: f.Revision, to: f.Revision}, d)
+	return max(stored, f.Revision), left, err
 }
 
-// capture captures history of generation gen from revision from, for d.
-func (o RunOptions) capture(ctx context.Context, gen Generation, from int64, d time.Duration) (int64, error) {
+// capture captures history of generation gen, of cluster clusterID, for d, going on from start
+// (see capture).
+func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdmedic.ClusterID, start unstored, d time.Duration) (int64, unstored, error) {
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	c := o.Conn
 	cli, err := c.Client()
 	if err != nil {
-		return from, err
+		return start.from, start, err
 	}
 	defer cli.Close()
 	stopLag := make(chan struct{})
@@ -230,7 +250,13 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, from int64, d t
 			}
 		}()
 	}
-	stored, err := Capture(cctx, cli, o.Store, gen, from, o.Segment, func(s Segment, at time.Time) {
+	held := newContinuity(start.to, uint64(clusterID))
+	unchecked := func(err error) {
+		if o.Say != nil {
+			o.Say("the capture cannot ask the cluster for its revision (%d tries: %v): it would not see a restore below what it captured until the cluster has passed it", uncheckedSaid, err)
+		}
+	}
+	stored, left, err := capture(cctx, cli, o.Store, gen, start, o.Segment, func(s Segment, at time.Time) {
 		if m := o.Metrics; m != nil {
 			m.CapturedRevision.Set(float64(s.To))
 			m.lastCaptured.Store(at.UnixNano())
@@ -238,15 +264,15 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, from int64, d t
 		if o.OnStored != nil {
 			o.OnStored(s, at)
 		}
-	})
+	}, held, unchecked)
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-		return stored, nil // time for the next full backup
+		return stored, left, nil // time for the next full backup
 	}
 
 	if err != nil && ctx.Err() == nil {
-		return stored, fmt.Errorf("capture: %w", err)
+		return stored, left, fmt.Errorf("capture: %w", err)
 	}
-	return stored, err
+	return stored, left, err
 }
 
 // verifyPoints verifies the newest point the store reaches every VerifyPointEvery, one at a

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdmedic/etcdmedic/archive"
 	"github.com/etcdmedic/etcdmedic/cluster"
 	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
@@ -228,8 +230,10 @@ func TestRunCapturesWhileFullBackupsFail(t *testing.T) {
 }
 
 // The store down as a period between two full backups ends: the capture cannot store what it
-// holds, and backup run goes on (it used to exit, dropping it). Once the store is back, what
-// was captured meanwhile is stored, watched again from the last revision stored.
+// holds, and backup run goes on (it used to exit, dropping it). What it received is kept and
+// stored once the store is back, and the next capture goes on after it: the cluster compacted
+// meanwhile (as kube-apiserver does every 5 minutes), and a capture watching again from the last
+// revision stored found those revisions gone, and no restore could reach them.
 func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -248,6 +252,21 @@ func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 	}
 	// The store refuses every write of history: where its folder goes is a file.
 	putBack := refuseWrites(t, filepath.Join(dir, "history"))
+	before := stored.Load() // stored before the outage
+	cli := c.Client(t)
+	var compacted int64
+	for i := 0; i < 100 && compacted == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if resp, err := cli.Get(ctx, "\x00", clientv3.WithCountOnly()); err == nil && resp.Header.Revision > before+10 && stored.Load() == before {
+			compacted = before + 5 // the history after the last revision stored, compacted
+			if _, err := cli.Compact(ctx, compacted); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatalf("the cluster did not go 10 revisions past %d with the store down", before)
+	}
 	for i := 0; i < 600 && refusedAtPeriodEnd.Load() < 1; i++ {
 		select {
 		case err := <-ran:
@@ -264,6 +283,9 @@ func TestRunGoesOnWhenTheStoreIsDownAsAPeriodEnds(t *testing.T) {
 	p, err := archive.Choose(ctx, st, 0, time.Time{})
 	if err != nil || p.Revision < last {
 		t.Fatalf("a restore reaches %+v (%v); the last write, made while the store was down, is at %d", p, err, last)
+	}
+	if p, err := archive.Choose(ctx, st, compacted, time.Time{}); err != nil || p.Revision != compacted {
+		t.Fatalf("a restore to revision %d, captured with the store down and compacted since: %+v (%v)", compacted, p, err)
 	}
 }
 
