@@ -18,8 +18,6 @@ import (
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdmedic/etcdmedic"
 	"github.com/etcdmedic/etcdmedic/backup"
 	"github.com/etcdmedic/etcdmedic/cluster"
@@ -163,7 +161,7 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 		ClusterID: etcdmedic.ClusterID(status.Header.ClusterId), Endpoint: endpoint, EtcdVersion: status.Version,
 		Generation: opts.Generation,
 	}
-	if f.Generation == "" || (rev < opts.Captured && !lagging(ctx, one, opts.Captured)) || (opts.ClusterID != 0 && f.ClusterID != opts.ClusterID) {
+	if f.Generation == "" || rev < opts.Captured || (opts.ClusterID != 0 && f.ClusterID != opts.ClusterID) {
 		f.Generation = NewGeneration()
 	}
 	in, err := os.Open(snap.Path)
@@ -188,17 +186,6 @@ func TakeFull(ctx context.Context, conn cluster.Conn, st *store.Store, opts Take
 		return nil, err
 	}
 	return f, nil
-}
-
-// lagging says whether a snapshot below captured came from a member that is merely behind: the
-// cluster itself (a linearizable read through the member, answered at the leader's commit) is
-// at captured or past it, so the snapshot is a point of the history captured, not another
-// history. Unsure (no answer), it is not.
-func lagging(ctx context.Context, member *clientv3.Client, captured int64) bool {
-	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := member.Get(gctx, "\x00", clientv3.WithCountOnly())
-	return err == nil && resp.Header.Revision >= captured
 }
 
 // Entry is a listed backup: its manifest and what verification said.

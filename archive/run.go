@@ -73,26 +73,6 @@ func Run(ctx context.Context, o RunOptions) error {
 	if say == nil {
 		say = func(string, ...any) {}
 	}
-	if m := o.Metrics; m != nil {
-		// The lag is the whole run's, not a capture's: while no capture runs (full backups
-		// failing after the cluster's history went back), it grows, and its alert fires.
-		stopLag := make(chan struct{})
-		defer close(stopLag)
-		go func() {
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stopLag:
-					return
-				case <-tick.C:
-					if at := m.lastCaptured.Load(); at > 0 {
-						m.CaptureLag.Set(time.Since(time.Unix(0, at)).Seconds())
-					}
-				}
-			}
-		}()
-	}
 	if o.VerifyPoint != nil && o.VerifyPointEvery > 0 {
 		done := make(chan struct{})
 		defer func() { <-done }()
@@ -254,6 +234,22 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 		return start.from, start, err
 	}
 	defer cli.Close()
+	stopLag := make(chan struct{})
+	defer close(stopLag)
+	if m := o.Metrics; m != nil {
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopLag:
+					return
+				case <-tick.C:
+					m.CaptureLag.Set(time.Since(time.Unix(0, m.lastCaptured.Load())).Seconds())
+				}
+			}
+		}()
+	}
 	held := newContinuity(start.to, uint64(clusterID))
 	unchecked := func(err error) {
 		if o.Say != nil {
