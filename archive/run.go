@@ -73,6 +73,26 @@ func Run(ctx context.Context, o RunOptions) error {
 	if say == nil {
 		say = func(string, ...any) {}
 	}
+	if m := o.Metrics; m != nil {
+		// The lag is the whole run's, not a capture's: while no capture runs (full backups
+		// failing after the cluster's history went back), it grows, and its alert fires.
+		stopLag := make(chan struct{})
+		defer close(stopLag)
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stopLag:
+					return
+				case <-tick.C:
+					if at := m.lastCaptured.Load(); at > 0 {
+						m.CaptureLag.Set(time.Since(time.Unix(0, at)).Seconds())
+					}
+				}
+			}
+		}()
+	}
 	if o.VerifyPoint != nil && o.VerifyPointEvery > 0 {
 		done := make(chan struct{})
 		defer func() { <-done }()
@@ -89,7 +109,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	var wentBackWait time.Duration
 	for ctx.Err() == nil {
 		started := time.Now()
-		next, err := o.takeFull(ctx, f, captured)
+		// Against the newest revision received, stored or not: a snapshot below it is of
+		// another history (review of the session, 2).
+		next, err := o.takeFull(ctx, f, max(captured, carry.to))
 		captureFor := o.FullEvery
 		switch {
 		case err != nil && (f == nil || captured == 0):
@@ -234,22 +256,6 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 		return start.from, start, err
 	}
 	defer cli.Close()
-	stopLag := make(chan struct{})
-	defer close(stopLag)
-	if m := o.Metrics; m != nil {
-		go func() {
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stopLag:
-					return
-				case <-tick.C:
-					m.CaptureLag.Set(time.Since(time.Unix(0, m.lastCaptured.Load())).Seconds())
-				}
-			}
-		}()
-	}
 	held := newContinuity(start.to, uint64(clusterID))
 	unchecked := func(err error) {
 		if o.Say != nil {
