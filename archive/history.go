@@ -132,8 +132,9 @@ func capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 		for _, e := range pending {
 			enc.Encode(e)
 		}
-		// Not ctx: the last segment is stored when the capture is asked to end too.
-		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// Not ctx: the last segment is stored when the capture is asked to end too. 30 s, and
+		// a second more per MiB (history kept through a store outage is large).
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+time.Duration(buf.Len()>>20)*time.Second)
 		key := segmentKey(gen, stored, seen)
 		_, err := st.Put(pctx, key, &buf)
 		pcancel()

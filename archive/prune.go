@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/etcdmedic/etcdmedic/store"
 )
@@ -81,11 +82,21 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 	oldestKept := int64(-1)
 	gens := map[Generation]*generationKept{}
 	unreadable := false
+	var storeNewest time.Time // the newest backup's time: the store's "now"
 	for _, e := range entries {
 		g := gens[e.Generation]
 		if g == nil && e.Unreadable == "" {
 			g = &generationKept{oldest: -1}
 			gens[e.Generation] = g
+		}
+		if g != nil && e.Unreadable == "" {
+			g.newest = max(g.newest, e.Revision)
+			if e.Taken.After(g.newestTaken) {
+				g.newestTaken = e.Taken
+			}
+			if e.Taken.After(storeNewest) {
+				storeNewest = e.Taken
+			}
 		}
 		if reason, ok := why[e.ID]; ok {
 			plan.Keep, plan.Why = append(plan.Keep, e), append(plan.Why, reason)
@@ -104,7 +115,7 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 		plan.Remove = append(plan.Remove, e)
 	}
 	for _, s := range segs {
-		if gens[s.Generation].needless(s, unreadable) {
+		if gens[s.Generation].needless(s, unreadable, storeNewest) {
 			plan.Segments = append(plan.Segments, s)
 			plan.SegmentKeys = append(plan.SegmentKeys, s.Key)
 		}
@@ -118,19 +129,29 @@ func PlanPrune(entries []Entry, segs []Segment, pointChecks []int64, r Retention
 }
 
 // generationKept is what prune keeps of one generation's backups: the revision of its oldest
-// kept one (-1: none kept).
-type generationKept struct{ oldest int64 }
+// kept one (-1: none kept), and the revision and time of its newest listed one.
+type generationKept struct {
+	oldest, newest int64
+	newestTaken    time.Time
+}
+
+// endedAfter is how long after a generation's newest backup, newer backups of others in the
+// store, it is taken for ended: a backup run takes a full backup far more often (--full-every).
+const endedAfter = 24 * time.Hour
 
 // needless says whether segment s, of a generation g holds (nil: a generation with no backup
 // listed), is history no kept backup needs. A generation with no backup listed is left alone:
-// a backup run may be storing its first backup's manifest just now. Neither is one whose every
-// backup is removed while an unreadable manifest is kept: it may be that generation's.
-func (g *generationKept) needless(s Segment, unreadable bool) bool {
+// a backup run may be storing its first backup's manifest just now. Of one whose every listed
+// backup is removed, the history up to the newest of them goes, and the rest once that backup
+// is a day older than the store's newest (storeNewest): before, a run still capturing it may
+// store its next backup, which needs what follows, after the listing. Nothing of it goes while
+// an unreadable manifest is kept: that backup may be this generation's.
+func (g *generationKept) needless(s Segment, unreadable bool, storeNewest time.Time) bool {
 	switch {
 	case g == nil:
 		return false
 	case g.oldest < 0:
-		return !unreadable
+		return !unreadable && (s.To <= g.newest || storeNewest.Sub(g.newestTaken) > endedAfter)
 	}
 	return s.To <= g.oldest
 }

@@ -106,7 +106,8 @@ func TestPruneNeverRemovesTheLastUsableBackup(t *testing.T) {
 // can replay it onto any backup (a restore replays onto a backup only its own generation's).
 // Now each generation's history is kept for its own backups; a generation with no backup
 // listed is left alone (its run may be storing its first manifest right now), and so is one
-// whose backups are all removed while an unreadable manifest, maybe its, is kept.
+// whose backups are all removed while an unreadable manifest, maybe its, is kept; of a
+// generation whose newest backup is recent, the history after that backup stays.
 func TestPruneRemovesTheHistoryOfAGenerationWithNoBackupLeft(t *testing.T) {
 	inGen := func(e Entry, gen Generation) Entry { e.Generation = gen; return e }
 	old, restored, starting := "20261120T100000Z-0000000a", "20261202T100000Z-0000000b", "20261203T100000Z-0000000c"
@@ -124,6 +125,14 @@ func TestPruneRemovesTheHistoryOfAGenerationWithNoBackupLeft(t *testing.T) {
 	removed := func(p PrunePlan) string { return strings.Join(p.SegmentKeys, ",") }
 	if got, want := removed(PlanPrune(entries, segs, nil, Retention{Last: 1})), "old-1,old-2,restored-1"; got != want {
 		t.Errorf("keeping the newest backup, prune removes history %s; want %s", got, want)
+	}
+	// The old generation's newest backup a day or less before the store's newest: its run may
+	// still be capturing, and store its next backup after prune's listing. The history after
+	// its newest listed backup stays.
+	recent := slices.Clone(entries)
+	recent[1] = inGen(entry("b", "2026-12-01T12:00:00Z", 2000, "unverified"), old)
+	if got, want := removed(PlanPrune(recent, segs, nil, Retention{Last: 1})), "old-1,restored-1"; got != want {
+		t.Errorf("with the old generation's newest backup recent, prune removes history %s; want %s", got, want)
 	}
 	withUnreadable := append(slices.Clone(entries), Entry{Full: Full{ID: "x"}, Unreadable: "encrypted to another key"})
 	if got, want := removed(PlanPrune(withUnreadable, segs, nil, Retention{Last: 1})), "restored-1"; got != want {

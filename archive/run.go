@@ -150,6 +150,12 @@ func Run(ctx context.Context, o RunOptions) error {
 			say("%v: a new full backup starts a new generation of history (in %s)", err, wentBackWait)
 			sleep(ctx, wentBackWait)
 			f, captured, carry = nil, 0, unstored{}
+		case errors.Is(err, ErrNotStored) && carry.size() > maxCarried:
+			// Kept longer, it would not fit in memory, nor upload as one segment: the next
+			// capture watches again from the last revision stored (etcd sends it again, unless
+			// it has compacted it meanwhile, which is then said).
+			say("%v: more than %d MiB of history waits for the store: let go of, and watched again from revision %d", err, maxCarried>>20, captured)
+			carry = unstored{}
 		case errors.Is(err, ErrNotStored):
 			// A period ended with the store still refusing: the run goes on, the history
 			// received is kept (in memory), and the next capture goes on after it: etcd need
@@ -162,6 +168,19 @@ func Run(ctx context.Context, o RunOptions) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// maxCarried bounds the history a run keeps in memory for a store that refuses it, from one
+// capture period to the next.
+const maxCarried = 256 << 20
+
+// size is about how many bytes u's changes take.
+func (u unstored) size() int {
+	n := 0
+	for _, e := range u.events {
+		n += len(e.Key) + len(e.Value) + 64
+	}
+	return n
 }
 
 // takeFull takes a full backup from the first endpoint that gives one: a member down must not

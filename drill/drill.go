@@ -251,8 +251,9 @@ func (r *recorder) stopAll(sb *sandbox.Sandbox, rt local.Runtime, others ...runt
 
 // RunAll runs the drills one after the other in env and returns every result, and how many
 // failed (a skipped drill did not fail). A drill that errs is reported on env.Out and the next
-// one runs. Once ctx ends, the drill under way is reported stopped, not failed (what its
-// repair says, cut short, is no verdict), and no other drill starts.
+// one runs. Once ctx ends, a drill it cut short (one that ended with an error) is reported
+// stopped, not failed (what its repair says, cut short, is no verdict), and no other drill
+// starts.
 func RunAll(ctx context.Context, drills []Drill, env Env) ([]*Result, int) {
 	var results []*Result
 	failed := 0
@@ -262,10 +263,12 @@ func RunAll(ctx context.Context, drills []Drill, env Env) ([]*Result, int) {
 		}
 		r, err := Run(ctx, d, env)
 		results = append(results, r)
-		if ctx.Err() != nil && !r.Passed && r.Skipped == "" {
+		// A drill that returned no error reached its verdict (lost writes included), whatever
+		// came during its teardown: only one cut short by the stop is stopped.
+		if ctx.Err() != nil && err != nil && r.Skipped == "" {
 			r.Stopped = true
 			if env.Out != nil {
-				fmt.Fprintf(env.Out, "  STOPPED before it finished (%v); its sandbox is torn down\n", context.Cause(ctx))
+				fmt.Fprintf(env.Out, "  STOPPED before it finished (%v); its sandbox is torn down (its last error: %v)\n", context.Cause(ctx), err)
 			}
 			continue
 		}

@@ -69,8 +69,14 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	var captured int64
 	var capturedAt time.Time
 	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
 	done := make(chan error, 1)
+	ended := false
+	defer func() { // a drill that fails early waits for the run too: it says things till it ends
+		stopRun()
+		if !ended {
+			<-done
+		}
+	}()
 	go func() {
 		done <- archive.Run(runCtx, archive.RunOptions{Conn: conn, Store: st, FullEvery: time.Hour, Segment: time.Second, Scratch: filepath.Join(env.Dir, "scratch"),
 			Say: func(format string, a ...any) { r.say("  backup run: "+format, a...) },
@@ -104,6 +110,7 @@ func totalLoss(ctx context.Context, env Env, r *recorder) error {
 	time.Sleep(time.Second) // the writes go on failing
 	stopRun()
 	runErr := <-done
+	ended = true
 	r.ledger.Stop()
 	h := w.Abandon() // before the restore (a client would see the cluster go back to the point); the watchers cannot catch up with a cluster that is gone
 	mu.Lock()

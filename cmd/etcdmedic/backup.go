@@ -490,11 +490,13 @@ required. Without --yes it only shows the plan.`,
 				return err
 			}
 			defer st.Close()
-			entries, err := archive.List(cmd.Context(), st)
+			// History first: a segment a running backup stores after this listing is in no
+			// plan, and the backup it follows, stored before it, is listed below.
+			segs, err := archive.Segments(cmd.Context(), st)
 			if err != nil {
 				return failf("", "backup prune: %v", err)
 			}
-			segs, err := archive.Segments(cmd.Context(), st)
+			entries, err := archive.List(cmd.Context(), st)
 			if err != nil {
 				return failf("", "backup prune: %v", err)
 			}
