@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -40,6 +42,9 @@ type continuity struct {
 	keys  map[string]keyHistory
 	// maxKeys bounds keys (maxTrackedKeys).
 	maxKeys int
+	// lastPut is the newest put received: the next capture of the same history first checks
+	// that the cluster still holds it (stillHolds).
+	lastPut *Event
 	// unchecked counts the revision checks in a row that got no answer, checkErr the last
 	// one's error: a check that never answers (a learner endpoint, no read permission) is said.
 	unchecked int
@@ -105,7 +110,28 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
 	}
 	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version, mod: kv.ModRevision}, kv.ModRevision)
+	c.lastPut = &Event{Revision: kv.ModRevision, Key: kv.Key, Value: kv.Value}
 	return false, nil
+}
+
+// stillHolds checks, between two captures of one history, that the cluster still holds the
+// newest put the last one received (the same key, value and revision, read at that revision).
+// A cluster restored to an earlier point while no capture ran, and gone past that revision
+// since, holds another change there; one still below it answers that the revision is in its
+// future. Either is ErrWentBack. A revision compacted away, or no answer, tells nothing.
+func stillHolds(ctx context.Context, cli *clientv3.Client, last Event) error {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(gctx, string(last.Key), clientv3.WithRev(last.Revision))
+	switch {
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev):
+		return fmt.Errorf("%w: the cluster is below revision %d, the newest change captured (restored to an earlier point?)", ErrWentBack, last.Revision)
+	case err != nil:
+		return nil
+	case len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != last.Revision || !bytes.Equal(resp.Kvs[0].Value, last.Value):
+		return fmt.Errorf("%w: at revision %d the cluster no longer holds the change to %q captured there (restored to an earlier point?)", ErrWentBack, last.Revision, last.Key)
+	}
+	return nil
 }
 
 // track records key's history. Past maxTrackedKeys it starts again: every key created after

@@ -7,6 +7,8 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdmedic/etcdmedic/internal/etcdtest"
 )
 
 func put(key string, rev, created, version int64) *clientv3.Event {
@@ -84,5 +86,49 @@ func TestACaptureForgettingKeysMidTransactionTakesNoHistoryForAnother(t *testing
 		if _, err := c.event(ev); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Between two captures of one history no check runs (a full backup being taken, a store
+// outage): the next capture first asks the cluster, at the revision of the newest put
+// received, for that key. The same change there: the history goes on. Another change there (a
+// cluster restored to an earlier point and gone past it while no capture ran), or a revision
+// the cluster has not reached: another history. A revision compacted away tells nothing.
+func TestTheNextCaptureChecksTheClusterStillHoldsTheLastChange(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	cli := c.Client(t)
+	resp, err := cli.Put(t.Context(), "/registry/pods/p0", "captured")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision
+	for _, tc := range []struct {
+		name   string
+		last   Event
+		wentOn bool
+	}{
+		{"the change captured is there", Event{Revision: rev, Key: []byte("/registry/pods/p0"), Value: []byte("captured")}, true},
+		{"another change at its revision", Event{Revision: rev, Key: []byte("/registry/pods/p0"), Value: []byte("the old history's")}, false},
+		{"another key's change at its revision", Event{Revision: rev, Key: []byte("/registry/pods/p9"), Value: []byte("captured")}, false},
+		{"a revision the cluster has not reached", Event{Revision: rev + 1000, Key: []byte("/registry/pods/p0"), Value: []byte("captured")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := stillHolds(t.Context(), cli, tc.last)
+			if tc.wentOn != (err == nil) || (err != nil && !errors.Is(err, ErrWentBack)) {
+				t.Fatalf("stillHolds: %v (want the history to go on: %v)", err, tc.wentOn)
+			}
+		})
+	}
+	for range 3 {
+		if _, err := cli.Put(t.Context(), "/registry/pods/p1", "later"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Compact(t.Context(), rev+2); err != nil {
+		t.Fatal(err)
+	}
+	if err := stillHolds(t.Context(), cli, Event{Revision: rev, Key: []byte("/registry/pods/p0"), Value: []byte("the old history's")}); err != nil {
+		t.Fatalf("a compacted revision tells nothing, but: %v", err)
 	}
 }

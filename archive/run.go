@@ -105,6 +105,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	var f *Full          // the newest full backup taken
 	captured := int64(0) // the last revision the previous capture stored
 	var carry unstored   // what it received after captured and could not store (store down)
+	var last lastChange  // the newest put received, which the next capture checks is still there
 	var wentBack time.Time
 	var wentBackWait time.Duration
 	for ctx.Err() == nil {
@@ -132,7 +133,7 @@ func Run(ctx context.Context, o RunOptions) error {
 			f, backoff = next, time.Second
 			o.tookFull(ctx, f, started, say)
 		}
-		captured, carry, err = o.captureUntilNextFull(ctx, f, captured, carry, captureFor, say)
+		captured, carry, err = o.captureUntilNextFull(ctx, f, captured, carry, &last, captureFor, say)
 		switch {
 		case errors.Is(err, ErrNotStored) && ctx.Err() != nil:
 			return err // asked to end with history it could not store: say so, exit non-zero
@@ -149,7 +150,7 @@ func Run(ctx context.Context, o RunOptions) error {
 			wentBack = time.Now()
 			say("%v: a new full backup starts a new generation of history (in %s)", err, wentBackWait)
 			sleep(ctx, wentBackWait)
-			f, captured, carry = nil, 0, unstored{}
+			f, captured, carry, last = nil, 0, unstored{}, lastChange{}
 		case errors.Is(err, ErrNotStored) && carry.size() > maxCarried:
 			// Kept longer, it would not fit in memory, nor upload as one segment: the next
 			// capture watches again from the last revision stored (etcd sends it again, unless
@@ -168,6 +169,23 @@ func Run(ctx context.Context, o RunOptions) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// lastChange is the newest put a capture of generation received.
+type lastChange struct {
+	generation Generation
+	event      *Event
+}
+
+// stillHolds asks the cluster, through a client of the run's connection, whether it still
+// holds last (see stillHolds). No client tells nothing.
+func (o RunOptions) stillHolds(ctx context.Context, last Event) error {
+	cli, err := o.Conn.Client()
+	if err != nil {
+		return nil // no answer tells nothing
+	}
+	defer cli.Close()
+	return stillHolds(ctx, cli, last)
 }
 
 // maxCarried bounds the history a run keeps in memory for a store that refuses it, from one
@@ -246,27 +264,34 @@ func (o RunOptions) tookFull(ctx context.Context, f *Full, started time.Time, sa
 // uploaded) are stored too, and the history stays whole across full backups, whichever of them
 // a restore starts from. If those are compacted already, it captures from f. It returns the
 // last revision stored, and what it received after it and could not store.
-func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, carry unstored, d time.Duration, say func(string, ...any)) (int64, unstored, error) {
+func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured int64, carry unstored, last *lastChange, d time.Duration, say func(string, ...any)) (int64, unstored, error) {
 	if captured == 0 {
-		stored, left, err := o.capture(ctx, f.Generation, f.ClusterID, unstored{from: f.Revision, to: f.Revision}, d)
+		stored, left, err := o.capture(ctx, f.Generation, f.ClusterID, unstored{from: f.Revision, to: f.Revision}, last, d)
 		return max(stored, f.Revision), left, err
+	}
+	// Between two captures (a full backup taken, a store outage) no check ran: the cluster
+	// must still hold the newest change received before the watch goes on after it.
+	if last.event != nil && last.generation == f.Generation {
+		if err := o.stillHolds(ctx, *last.event); err != nil {
+			return captured, carry, err
+		}
 	}
 	start := unstored{from: captured, to: captured}
 	if carry.from == captured && carry.to > captured {
 		start = carry
 	}
-	stored, left, err := o.capture(ctx, f.Generation, f.ClusterID, start, d)
+	stored, left, err := o.capture(ctx, f.Generation, f.ClusterID, start, last, d)
 	if !errors.Is(err, ErrCompacted) || stored > captured || captured >= f.Revision {
 		return max(stored, captured), left, err
 	}
 	say("revisions %d to %d were compacted before they were stored: a restore cannot reach them; capturing from backup %s", captured+1, f.Revision, f.ID)
-	stored, left, err = o.capture(ctx, f.Generation, f.ClusterID, unstored{from: f.Revision, to: f.Revision}, d)
+	stored, left, err = o.capture(ctx, f.Generation, f.ClusterID, unstored{from: f.Revision, to: f.Revision}, last, d)
 	return max(stored, f.Revision), left, err
 }
 
 // capture captures history of generation gen, of cluster clusterID, for d, going on from start
 // (see capture).
-func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdmedic.ClusterID, start unstored, d time.Duration) (int64, unstored, error) {
+func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdmedic.ClusterID, start unstored, last *lastChange, d time.Duration) (int64, unstored, error) {
 	cctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	c := o.Conn
@@ -290,6 +315,9 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 			o.OnStored(s, at)
 		}
 	}, held, unchecked)
+	if held.lastPut != nil {
+		*last = lastChange{generation: gen, event: held.lastPut}
+	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return stored, left, nil // time for the next full backup
 	}
