@@ -133,6 +133,7 @@ func Run(ctx context.Context, o RunOptions) error {
 			f, backoff = next, time.Second
 			o.tookFull(ctx, f, started, say)
 		}
+		fullFailed, capturing := err != nil, time.Now()
 		captured, carry, err = o.captureUntilNextFull(ctx, f, captured, carry, &last, captureFor, say)
 		switch {
 		case errors.Is(err, ErrNotStored) && ctx.Err() != nil:
@@ -164,6 +165,11 @@ func Run(ctx context.Context, o RunOptions) error {
 			say("%v: kept, and stored once the store takes it; a new full backup, and the capture goes on after revision %d", err, carry.to)
 		case errors.Is(err, ErrCompacted):
 			say("%v: a new full backup", err)
+			if fullFailed {
+				// The last full backup failed too: not at once again, each one a snapshot
+				// streamed from every endpoint (review of the session, 8).
+				sleep(ctx, captureFor-time.Since(capturing))
+			}
 		case err != nil && ctx.Err() == nil:
 			say("%v: a new full backup, and the capture goes on from revision %d", err, captured)
 		}
@@ -238,9 +244,11 @@ func (o RunOptions) tookFull(ctx context.Context, f *Full, started time.Time, sa
 		m.LastFullSuccess.Set(float64(time.Now().Unix()))
 		m.LastFullBytes.Set(float64(f.Data.Bytes))
 		m.LastFullDuration.Set(time.Since(started).Seconds())
-		if f.Taken.UnixNano() > m.lastCaptured.Load() { // a recovery point newer than the history stored
+		// A recovery point newer than the history stored: of when the snapshot was asked for
+		// (f.Taken is after its download, and changes made meanwhile are not in it).
+		if started.UnixNano() > m.lastCaptured.Load() {
 			m.CapturedRevision.Set(float64(f.Revision))
-			m.lastCaptured.Store(f.Taken.UnixNano())
+			m.lastCaptured.Store(started.UnixNano())
 		}
 	}
 	if o.Verify != nil {

@@ -375,7 +375,8 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 // PutRaw uploads the file at path under key as it is (no compression, no encryption), as
-// aws s3 cp would: for comparisons.
+// aws s3 cp would: for comparisons (bench backup). Unlike Put, it does not make the object
+// durable (no fsync of a file store): nothing a restore needs is stored by it.
 func (s *Store) PutRaw(ctx context.Context, key, path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
