@@ -22,17 +22,19 @@ import (
 var ErrWentBack = errors.New("the cluster's history is not the one captured")
 
 // continuity holds a capture to one history of one cluster, from what the cluster itself
-// says, with no extra read of the key space:
+// says, with one read a second:
 //   - every response carries the cluster's ID: it must not change;
-//   - a linearizable read returns the cluster's newest revision: it is never below a revision
-//     already received (checkRevision);
+//   - a linearizable read every second, of the newest put received at its revision, finds
+//     that put there, and the cluster's newest revision never below a revision already
+//     received (checkRevision);
 //   - every key's changes are numbered: a put of a key the capture saw is its next version,
 //     since the same creation (or version 1 after a delete), and a key created after the
 //     capture began was seen being created (event).
 //
-// A cluster restored to an earlier point breaks the second as soon as it is back (until it
-// passes the revisions captured) and the third at the first change to a key whose history
-// differs; a check that cannot tell (a key first seen after the restore) passes.
+// A cluster restored to an earlier point breaks the second as soon as it is back (before it
+// passes the revisions captured, by its revision; after, by the change it holds at the newest
+// put's revision, unless compacted) and the third at the first change to a key whose history
+// differs.
 type continuity struct {
 	// clusterID is the cluster's (0: the first response's).
 	clusterID uint64
@@ -42,8 +44,8 @@ type continuity struct {
 	keys  map[string]keyHistory
 	// maxKeys bounds keys (maxTrackedKeys).
 	maxKeys int
-	// lastPut is the newest put received: the next capture of the same history first checks
-	// that the cluster still holds it (stillHolds).
+	// lastPut is the newest put received: the revision check reads it back every second, and
+	// the next capture of the same history first (stillHolds).
 	lastPut *Event
 	// unchecked counts the revision checks in a row that got no answer, checkErr the last
 	// one's error: a check that never answers (a learner endpoint, no read permission) is said.
@@ -115,23 +117,39 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 }
 
 // stillHolds checks, between two captures of one history, that the cluster still holds the
-// newest put the last one received (the same key, value and revision, read at that revision).
-// A cluster restored to an earlier point while no capture ran, and gone past that revision
-// since, holds another change there; one still below it answers that the revision is in its
-// future. Either is ErrWentBack. A revision compacted away, or no answer, tells nothing.
+// newest put the last one received (see lastPutHeld). A revision compacted away, or no
+// answer, tells nothing.
 func stillHolds(ctx context.Context, cli *clientv3.Client, last Event) error {
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := cli.Get(gctx, string(last.Key), clientv3.WithRev(last.Revision))
-	switch {
-	case errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev):
-		return fmt.Errorf("%w: the cluster is below revision %d, the newest change captured (restored to an earlier point?)", ErrWentBack, last.Revision)
-	case err != nil:
-		return nil
-	case len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != last.Revision || !bytes.Equal(resp.Kvs[0].Value, last.Value):
-		return fmt.Errorf("%w: at revision %d the cluster no longer holds the change to %q captured there (restored to an earlier point?)", ErrWentBack, last.Revision, last.Key)
+	if _, err := lastPutHeld(gctx, cli, last); errors.Is(err, ErrWentBack) {
+		return err
 	}
 	return nil
+}
+
+// errLastPutCompacted is a put's revision compacted away: what the cluster held there is
+// not known any more.
+var errLastPutCompacted = errors.New("the revision of the newest put received is compacted")
+
+// lastPutHeld reads the key of last, a put received, at its revision: the same key, value and
+// revision there is the history captured, and the response's header carries the cluster's
+// newest revision. A cluster restored to an earlier point and gone on past that revision
+// (even with changes only to keys the capture never saw) holds another change there; one
+// still below it answers that the revision is in its future. Either is ErrWentBack.
+func lastPutHeld(ctx context.Context, cli *clientv3.Client, last Event) (*clientv3.GetResponse, error) {
+	resp, err := cli.Get(ctx, string(last.Key), clientv3.WithRev(last.Revision))
+	switch {
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev):
+		return nil, fmt.Errorf("%w: the cluster is below revision %d, the newest change captured (restored to an earlier point?)", ErrWentBack, last.Revision)
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted):
+		return nil, errLastPutCompacted
+	case err != nil:
+		return nil, err
+	case len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != last.Revision || !bytes.Equal(resp.Kvs[0].Value, last.Value):
+		return nil, fmt.Errorf("%w: at revision %d the cluster no longer holds the change to %q captured there (restored to an earlier point?)", ErrWentBack, last.Revision, last.Key)
+	}
+	return resp, nil
 }
 
 // track records key's history. Past maxTrackedKeys it starts again: every key created after
@@ -148,13 +166,18 @@ func (c *continuity) broken(rev int64, key, why string) error {
 	return fmt.Errorf("%w (restored to an earlier point, or changes lost): the change at revision %d has key %q %s", ErrWentBack, rev, key, why)
 }
 
-// checkRevision asks the cluster for its newest revision (a linearizable read: never below a
-// revision it has answered with) and fails when it is below seen, the newest revision the
-// capture received. A cluster that does not answer now is not judged.
+// checkRevision asks the cluster (a linearizable read) for the newest put received, at its
+// revision (see lastPutHeld): a cluster below a revision received, or holding another change
+// there, fails it. With no put received (or one compacted away) it asks only for the newest
+// revision, which must not be below seen, the newest revision the capture received. A
+// cluster that does not answer now is not judged.
 func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, seen int64) error {
 	gctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	resp, err := cli.Get(gctx, "\x00", clientv3.WithCountOnly())
+	resp, err := c.read(gctx, cli)
+	if errors.Is(err, ErrWentBack) {
+		return err
+	}
 	if err != nil {
 		c.unchecked, c.checkErr = c.unchecked+1, err
 		return nil
@@ -167,4 +190,17 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 		return fmt.Errorf("%w: the cluster is at revision %d, below revision %d the capture received (restored to an earlier point?)", ErrWentBack, resp.Header.Revision, seen)
 	}
 	return nil
+}
+
+// read asks the check's question: the newest put received, at its revision, or, with none
+// (or one compacted away: it tells nothing more), a count of nothing, for the revision.
+func (c *continuity) read(ctx context.Context, cli *clientv3.Client) (*clientv3.GetResponse, error) {
+	if c.lastPut != nil {
+		resp, err := lastPutHeld(ctx, cli, *c.lastPut)
+		if !errors.Is(err, errLastPutCompacted) {
+			return resp, err
+		}
+		c.lastPut = nil
+	}
+	return cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 }

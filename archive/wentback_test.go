@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -22,24 +24,38 @@ import (
 // equals the cluster's. Before, the run went on watching from where it was, stored the new
 // changes after the old ones, and a restore to the latest point replayed the two as one.
 //
-// Two restores: one whose cluster waits before it takes writes again (the run sees the
+// Three restores: one whose cluster waits before it takes writes again (the run sees the
 // cluster's revision below what it captured), one that goes on at once, past the revisions
-// captured before the run looks (the run sees a key's history differ from the one captured).
+// captured before the run looks (the run sees a key's history differ from the one captured),
+// and one out of the run's sight (its connection cut) that goes on past them with new keys
+// only: every change the run then receives is a key created, and only the change the
+// cluster holds at the revision of the newest put the run received tells the histories apart.
 func TestBackupRunNoticesTheClusterRestoredUnderneathIt(t *testing.T) {
 	t.Parallel()
-	for _, atOnce := range []bool{false, true} {
-		t.Run(map[bool]string{false: "writes after a while", true: "writes at once"}[atOnce], func(t *testing.T) {
+	for _, how := range []restore{writesAfterAWhile, writesAtOnce, newKeysOutOfSight} {
+		t.Run(string(how), func(t *testing.T) {
 			t.Parallel()
-			restoredUnderneathARun(t, atOnce)
+			restoredUnderneathARun(t, how)
 		})
 	}
 }
 
-func restoredUnderneathARun(t *testing.T, atOnce bool) {
+// restore is how the cluster is restored underneath the run, and goes on.
+type restore string
+
+const (
+	writesAfterAWhile restore = "writes after a while"
+	writesAtOnce      restore = "writes at once"
+	newKeysOutOfSight restore = "new keys only, out of the run's sight"
+)
+
+func restoredUnderneathARun(t *testing.T, how restore) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	c, st, _, conn := aMemberAndAStore(t, ctx)
 	m := c.Members()[0]
+	sight := newClientGate(t, conn.Endpoints[0]) // the run's way to the member
+	conn.Endpoints = []string{sight.url()}
 	cli := c.Client(t)
 	put := func(key, value string) int64 {
 		t.Helper()
@@ -131,6 +147,9 @@ func restoredUnderneathARun(t *testing.T, atOnce bool) {
 
 	// Restored underneath the run: the copy put back, and the cluster goes on at once, past
 	// the revisions captured, with other changes.
+	if how == newKeysOutOfSight {
+		sight.shut()
+	}
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -143,23 +162,28 @@ func restoredUnderneathARun(t *testing.T, atOnce bool) {
 	if err := m.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if !atOnce {
+	if how == writesAfterAWhile {
 		for i := 0; i < 300 && !saidWentBack(); i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	// Other changes: 60 config maps, then every pod updated once (its second version, where
-	// the run captured its fourth).
+	// the run captured its fourth). Out of sight, 80 config maps and no pod.
 	var now int64
 	for i := range 60 {
 		now = put(fmt.Sprintf("/registry/configmaps/c%02d", i), "new")
 	}
 	for i := range 20 {
-		now = put(fmt.Sprintf("/registry/pods/p%02d", i), "new")
+		if how == newKeysOutOfSight {
+			now = put(fmt.Sprintf("/registry/configmaps/c%02d", 60+i), "new")
+		} else {
+			now = put(fmt.Sprintf("/registry/pods/p%02d", i), "new")
+		}
 	}
 	if now <= last {
 		t.Fatalf("the restored cluster is at revision %d, not past the %d captured: the test restores nothing", now, last)
 	}
+	sight.open()
 	var p *archive.Point
 	var err error
 	for i := 0; i < 300; i++ { // a restore to the latest point reaches the cluster's last change
@@ -189,4 +213,85 @@ func restoredUnderneathARun(t *testing.T, atOnce bool) {
 		t.Errorf("the run never said it started a new generation:\n%s", strings.Join(said, "\n"))
 	}
 	t.Logf("the run said:\n%s", strings.Join(said, "\n"))
+}
+
+// clientGate forwards TCP connections to a member's client address, and can cut the way:
+// shut closes every connection and refuses new ones until open.
+type clientGate struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	closed bool
+	conns  map[net.Conn]bool
+}
+
+func newClientGate(t *testing.T, targetURL string) *clientGate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &clientGate{ln: ln, target: strings.TrimPrefix(targetURL, "http://"), conns: map[net.Conn]bool{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go g.forward(in)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		g.shut()
+	})
+	return g
+}
+
+func (g *clientGate) url() string { return "http://" + g.ln.Addr().String() }
+
+// forward copies in to the member and back, unless the gate is shut.
+func (g *clientGate) forward(in net.Conn) {
+	out, err := net.DialTimeout("tcp", g.target, 5*time.Second)
+	if err != nil || !g.track(in, out) {
+		in.Close()
+		if out != nil {
+			out.Close()
+		}
+		return
+	}
+	go func() { io.Copy(out, in); out.Close() }()
+	io.Copy(in, out)
+	in.Close()
+}
+
+func (g *clientGate) track(conns ...net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	for _, c := range conns {
+		g.conns[c] = true
+	}
+	return true
+}
+
+func (g *clientGate) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	for c := range g.conns {
+		c.Close()
+	}
+	clear(g.conns)
+}
+
+func (g *clientGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = false
 }
