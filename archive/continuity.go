@@ -9,7 +9,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -44,9 +43,12 @@ type continuity struct {
 	keys  map[string]keyHistory
 	// maxKeys bounds keys (maxTrackedKeys).
 	maxKeys int
-	// lastPut is the newest put received: the revision check reads it back every second, and
-	// the next capture of the same history first (stillHolds).
-	lastPut *Event
+	// lastPut is the newest put received, and below the newest one at a lower revision (what
+	// lastPut falls back to when a change at its own revision deletes its key again). anchor
+	// is the newest put received when the last check that got an answer was sent, or the
+	// previous capture's newest: each check reads both back (checkRevision), and a put of the
+	// new history received before a check can object never replaces the anchor unchecked.
+	lastPut, below, anchor *heldPut
 	// unchecked counts the revision checks in a row that got no answer, checkErr the last
 	// one's error: a check that never answers (a learner endpoint, no read permission) is said.
 	unchecked int
@@ -93,7 +95,7 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 	kv := ev.Kv
 	key := string(kv.Key)
 	seen, tracked := c.keys[key]
-	if tracked && kv.ModRevision <= seen.mod {
+	if tracked && (kv.ModRevision < seen.mod || kv.ModRevision == seen.mod && seen.same(ev)) {
 		return true, nil
 	}
 	if ev.Type == mvccpb.DELETE {
@@ -101,6 +103,7 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 			return false, c.broken(kv.ModRevision, key, "deleted again, though its last change deleted it")
 		}
 		c.track(key, keyHistory{deleted: true, mod: kv.ModRevision}, kv.ModRevision)
+		c.deletedAtItsRevision(kv)
 		return false, nil
 	}
 	switch {
@@ -112,44 +115,35 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
 	}
 	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version, mod: kv.ModRevision}, kv.ModRevision)
-	c.lastPut = &Event{Revision: kv.ModRevision, Key: kv.Key, Value: kv.Value}
+	if c.lastPut != nil && c.lastPut.revision < kv.ModRevision {
+		c.below = c.lastPut
+	}
+	c.lastPut = putOf(kv)
 	return false, nil
 }
 
-// stillHolds checks, between two captures of one history, that the cluster still holds the
-// newest put the last one received (see lastPutHeld). A revision compacted away, or no
-// answer, tells nothing.
-func stillHolds(ctx context.Context, cli *clientv3.Client, last Event) error {
-	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := lastPutHeld(gctx, cli, last); errors.Is(err, ErrWentBack) {
-		return err
+// same reports whether ev is the change h records (an etcd watch sending it again), not a
+// second change of the key at the same revision (a transaction may put a key and delete it
+// with a from-key range, #16380).
+func (h keyHistory) same(ev *clientv3.Event) bool {
+	if ev.Type == mvccpb.DELETE {
+		return h.deleted
 	}
-	return nil
+	return !h.deleted && ev.Kv.Version == h.version && ev.Kv.CreateRevision == h.created
 }
 
-// errLastPutCompacted is a put's revision compacted away: what the cluster held there is
-// not known any more.
-var errLastPutCompacted = errors.New("the revision of the newest put received is compacted")
-
-// lastPutHeld reads the key of last, a put received, at its revision: the same key, value and
-// revision there is the history captured, and the response's header carries the cluster's
-// newest revision. A cluster restored to an earlier point and gone on past that revision
-// (even with changes only to keys the capture never saw) holds another change there; one
-// still below it answers that the revision is in its future. Either is ErrWentBack.
-func lastPutHeld(ctx context.Context, cli *clientv3.Client, last Event) (*clientv3.GetResponse, error) {
-	resp, err := cli.Get(ctx, string(last.Key), clientv3.WithRev(last.Revision))
-	switch {
-	case errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev):
-		return nil, fmt.Errorf("%w: the cluster is below revision %d, the newest change captured (restored to an earlier point?)", ErrWentBack, last.Revision)
-	case errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted):
-		return nil, errLastPutCompacted
-	case err != nil:
-		return nil, err
-	case len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != last.Revision || !bytes.Equal(resp.Kvs[0].Value, last.Value):
-		return nil, fmt.Errorf("%w: at revision %d the cluster no longer holds the change to %q captured there (restored to an earlier point?)", ErrWentBack, last.Revision, last.Key)
+// deletedAtItsRevision lets go of a put that a later change of the same revision deleted: the
+// cluster holds the deletion there.
+func (c *continuity) deletedAtItsRevision(kv *mvccpb.KeyValue) {
+	gone := func(p *heldPut) bool {
+		return p != nil && p.revision == kv.ModRevision && bytes.Equal(p.key, kv.Key)
 	}
-	return resp, nil
+	if gone(c.anchor) {
+		c.anchor = nil
+	}
+	if gone(c.lastPut) {
+		c.lastPut = c.below
+	}
 }
 
 // track records key's history. Past maxTrackedKeys it starts again: every key created after
@@ -166,15 +160,17 @@ func (c *continuity) broken(rev int64, key, why string) error {
 	return fmt.Errorf("%w (restored to an earlier point, or changes lost): the change at revision %d has key %q %s", ErrWentBack, rev, key, why)
 }
 
-// checkRevision asks the cluster (a linearizable read) for the newest put received, at its
-// revision (see lastPutHeld): a cluster below a revision received, or holding another change
-// there, fails it. With no put received (or one compacted away) it asks only for the newest
-// revision, which must not be below seen, the newest revision the capture received. A
-// cluster that does not answer now is not judged.
+// checkRevision asks the cluster (linearizable reads) for the anchor and the newest put
+// received, each at its revision (see heldBy): a cluster below a revision received, or
+// holding another change there, fails it. With neither (or both compacted away) it asks only
+// for the newest revision, which must not be below seen, the newest revision the capture
+// received. A cluster that does not answer now is not judged. A check that got an answer
+// makes the newest put it read the anchor.
 func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, seen int64) error {
 	gctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	resp, err := c.read(gctx, cli)
+	newest := c.lastPut
+	resp, err := c.read(gctx, cli, newest)
 	if errors.Is(err, ErrWentBack) {
 		return err
 	}
@@ -189,18 +185,46 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 	if resp.Header.Revision < seen {
 		return fmt.Errorf("%w: the cluster is at revision %d, below revision %d the capture received (restored to an earlier point?)", ErrWentBack, resp.Header.Revision, seen)
 	}
+	if newest != nil && newest == c.lastPut { // not let go of (compacted)
+		c.anchor = newest
+	}
 	return nil
 }
 
-// read asks the check's question: the newest put received, at its revision, or, with none
-// (or one compacted away: it tells nothing more), a count of nothing, for the revision.
-func (c *continuity) read(ctx context.Context, cli *clientv3.Client) (*clientv3.GetResponse, error) {
-	if c.lastPut != nil {
-		resp, err := lastPutHeld(ctx, cli, *c.lastPut)
-		if !errors.Is(err, errLastPutCompacted) {
-			return resp, err
+// read asks the check's questions: the anchor, then newest, at their revisions. A put
+// compacted away tells nothing more and is let go of; with none left, a count of nothing
+// answers the revision alone.
+func (c *continuity) read(ctx context.Context, cli *clientv3.Client, newest *heldPut) (*clientv3.GetResponse, error) {
+	var answer *clientv3.GetResponse
+	for _, p := range []*heldPut{c.anchor, newest} {
+		if p == nil || (p == newest && p == c.anchor && answer != nil) {
+			continue
 		}
-		c.lastPut = nil
+		resp, err := p.heldBy(ctx, cli, false)
+		switch {
+		case errors.Is(err, errPutCompacted):
+			c.letGo(p)
+		case err != nil:
+			return nil, err
+		default:
+			answer = resp
+		}
+	}
+	if answer != nil {
+		return answer, nil
 	}
 	return cli.Get(ctx, "\x00", clientv3.WithCountOnly())
+}
+
+// letGo forgets a put whose revision is compacted away, and every put below it.
+func (c *continuity) letGo(p *heldPut) {
+	if c.anchor != nil && c.anchor.revision <= p.revision {
+		c.anchor = nil
+	}
+	if c.lastPut != nil && c.lastPut.revision <= p.revision {
+		c.lastPut = nil
+	}
+	if c.below != nil && c.below.revision <= p.revision {
+		c.below = nil
+	}
 }

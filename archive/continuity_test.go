@@ -1,8 +1,10 @@
 package archive
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -103,15 +105,19 @@ func TestTheNextCaptureChecksTheClusterStillHoldsTheLastChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev := resp.Header.Revision
+	captured := func(key, value string, rev, version int64) *heldPut {
+		return &heldPut{key: []byte(key), value: []byte(value), revision: rev, created: rev, version: version}
+	}
 	for _, tc := range []struct {
 		name   string
-		last   Event
+		last   *heldPut
 		wentOn bool
 	}{
-		{"the change captured is there", Event{Revision: rev, Key: []byte("/registry/pods/p0"), Value: []byte("captured")}, true},
-		{"another change at its revision", Event{Revision: rev, Key: []byte("/registry/pods/p0"), Value: []byte("the old history's")}, false},
-		{"another key's change at its revision", Event{Revision: rev, Key: []byte("/registry/pods/p9"), Value: []byte("captured")}, false},
-		{"a revision the cluster has not reached", Event{Revision: rev + 1000, Key: []byte("/registry/pods/p0"), Value: []byte("captured")}, false},
+		{"the change captured is there", captured("/registry/pods/p0", "captured", rev, 1), true},
+		{"another change at its revision", captured("/registry/pods/p0", "the old history's", rev, 1), false},
+		{"another version at its revision", captured("/registry/pods/p0", "captured", rev, 2), false},
+		{"another key's change at its revision", captured("/registry/pods/p9", "captured", rev, 1), false},
+		{"a revision the cluster has not reached", captured("/registry/pods/p0", "captured", rev+1000, 1), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := stillHolds(t.Context(), cli, tc.last)
@@ -128,7 +134,86 @@ func TestTheNextCaptureChecksTheClusterStillHoldsTheLastChange(t *testing.T) {
 	if _, err := cli.Compact(t.Context(), rev+2); err != nil {
 		t.Fatal(err)
 	}
-	if err := stillHolds(t.Context(), cli, Event{Revision: rev, Key: []byte("/registry/pods/p0"), Value: []byte("the old history's")}); err != nil {
+	if err := stillHolds(t.Context(), cli, captured("/registry/pods/p0", "the old history's", rev, 1)); err != nil {
 		t.Fatalf("a compacted revision tells nothing, but: %v", err)
+	}
+}
+
+// The check each second reads back two puts: the anchor (the newest put when the last check
+// that answered was sent, or the previous capture's) and the newest one. A put of a restored
+// cluster's new history, received before a check could object, is held by that cluster: were
+// it the only one read back, the restore would pass for the history captured. The anchor, a
+// put the restored cluster does not hold, still tells them apart.
+func TestAPutOfAnotherHistoryDoesNotHideTheOneCaptured(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	cli := c.Client(t)
+	resp, err := cli.Put(t.Context(), "/registry/configmaps/c0", "the new history's")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision
+	held := newContinuity(0, 0)
+	// Captured and checked before the restore: a pod, at a revision where the cluster (as
+	// restored) holds the config map.
+	held.anchor = &heldPut{key: []byte("/registry/pods/p0"), value: []byte("captured"), revision: rev, created: rev - 1, version: 2}
+	// Received after the restore, before a check: the config map, which the cluster holds.
+	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/configmaps/c0"), Value: []byte("the new history's"), ModRevision: rev, CreateRevision: rev, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	err = held.checkRevision(t.Context(), cli, rev)
+	var at *wentBackAt
+	if !errors.As(err, &at) || at.revision != rev {
+		t.Fatalf("the check: %v; want the pod captured at revision %d no longer held", err, rev)
+	}
+	// With the history captured, the check answers, and the newest put becomes the anchor.
+	held.anchor = nil
+	if err := held.checkRevision(t.Context(), cli, rev); err != nil || held.anchor == nil || held.anchor.revision != rev {
+		t.Fatalf("the check of the history captured: %v, anchor %+v", err, held.anchor)
+	}
+}
+
+// etcd lets one transaction change a key twice at one revision (a put and a from-key delete,
+// etcd #16380): the watch sends both changes. Neither is a replay of the other, and the check
+// reads back the put the cluster still holds, not the one deleted at its own revision. Each
+// used to end the capture as a cluster restored underneath it.
+func TestAKeyChangedTwiceInOneTransactionIsNoOtherHistory(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	cli := c.Client(t)
+	ctx := t.Context()
+	before, err := cli.Put(ctx, "/registry/pods/p0", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	wch := cli.Watch(wctx, "\x00", clientv3.WithFromKey(), clientv3.WithRev(before.Header.Revision+1))
+	held := newContinuity(before.Header.Revision, 0)
+	for _, ops := range [][]clientv3.Op{
+		{clientv3.OpPut("/registry/leases/l0", "1"), clientv3.OpDelete("", clientv3.WithPrefix())},
+		{clientv3.OpDelete("", clientv3.WithPrefix()), clientv3.OpPut("/registry/leases/l0", "2")},
+		{clientv3.OpPut("/registry/leases/l0", "3")},
+	} {
+		resp, err := cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			t.Fatalf("this etcd refuses a key changed twice in one transaction: %v", err)
+		}
+		for got := false; !got; {
+			select {
+			case w := <-wch:
+				for _, ev := range w.Events {
+					if _, err := held.event(ev); err != nil {
+						t.Fatalf("%s %s at revision %d: %v", ev.Type, ev.Kv.Key, ev.Kv.ModRevision, err)
+					}
+					got = got || ev.Kv.ModRevision == resp.Header.Revision
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watch sent nothing for the transaction")
+			}
+		}
+		if err := held.checkRevision(ctx, cli, resp.Header.Revision); err != nil {
+			t.Fatalf("after the transaction at revision %d: %v", resp.Header.Revision, err)
+		}
 	}
 }

@@ -194,8 +194,13 @@ func capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 			flush()
 		case <-check.C:
 			// Below what was received, the cluster has received nothing of its new history
-			// yet: what is pending is the old one's, and is stored.
+			// yet: what is pending is the old one's, and is stored. Past a put it no longer
+			// holds, what came after that put may be the new history's: it is not stored.
 			if err := held.checkRevision(ctx, cli, seen); err != nil {
+				var at *wentBackAt
+				if errors.As(err, &at) && at.revision < seen {
+					pending, seen = upTo(pending, at.revision), max(stored, at.revision)
+				}
 				return end(err)
 			}
 			if held.unchecked == uncheckedSaid && onUnchecked != nil {
@@ -386,4 +391,13 @@ func (l *leaseTTLs) of(ctx context.Context, lease int64) int64 {
 	}
 	l.seen[lease] = max(resp.GrantedTTL, 0)
 	return l.seen[lease]
+}
+
+// upTo returns the changes of events at or below revision rev.
+func upTo(events []Event, rev int64) []Event {
+	i := 0
+	for i < len(events) && events[i].Revision <= rev {
+		i++
+	}
+	return events[:i]
 }

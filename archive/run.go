@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,7 +109,16 @@ func Run(ctx context.Context, o RunOptions) error {
 	var last lastChange  // the newest put received, which the next capture checks is still there
 	var wentBack time.Time
 	var wentBackWait time.Duration
+	quick := time.Second // the wait after a capture that ended at once, doubling while they do
 	for ctx.Err() == nil {
+		// A cluster restored while no capture ran (a store outage, the last full backup) must
+		// not have its full backup filed under the history captured so far (review 7, F5).
+		if f != nil && last.generation == f.Generation && (last.anchor != nil || last.newest != nil) {
+			if err := o.stillHolds(ctx, last); err != nil {
+				say("%v: a new full backup starts a new generation of history", err)
+				f, captured, carry, last = nil, 0, unstored{}, lastChange{}
+			}
+		}
 		started := time.Now()
 		// Against the newest revision received, stored or not: a snapshot below it is of
 		// another history (review of the session, 2).
@@ -133,8 +143,11 @@ func Run(ctx context.Context, o RunOptions) error {
 			f, backoff = next, time.Second
 			o.tookFull(ctx, f, started, say)
 		}
-		fullFailed, capturing := err != nil, time.Now()
+		capturing := time.Now()
 		captured, carry, err = o.captureUntilNextFull(ctx, f, captured, carry, &last, captureFor, say)
+		// A capture that ends at once (compacted, no leader, no client) is followed by a
+		// full backup, a snapshot streamed from every endpoint: not back to back (review 8).
+		endedAtOnce := err != nil && ctx.Err() == nil && !errors.Is(err, ErrWentBack) && time.Since(capturing) < time.Second
 		switch {
 		case errors.Is(err, ErrNotStored) && ctx.Err() != nil:
 			return err // asked to end with history it could not store: say so, exit non-zero
@@ -165,33 +178,42 @@ func Run(ctx context.Context, o RunOptions) error {
 			say("%v: kept, and stored once the store takes it; a new full backup, and the capture goes on after revision %d", err, carry.to)
 		case errors.Is(err, ErrCompacted):
 			say("%v: a new full backup", err)
-			if fullFailed {
-				// The last full backup failed too: not at once again, each one a snapshot
-				// streamed from every endpoint (review of the session, 8).
-				sleep(ctx, captureFor-time.Since(capturing))
-			}
 		case err != nil && ctx.Err() == nil:
 			say("%v: a new full backup, and the capture goes on from revision %d", err, captured)
+		}
+		if endedAtOnce {
+			sleep(ctx, quick)
+			quick = min(2*quick, time.Minute)
+		} else {
+			quick = time.Second
 		}
 	}
 	return ctx.Err()
 }
 
-// lastChange is the newest put a capture of generation received.
+// lastChange is what the last capture of generation received and the next one checks: its
+// anchor (see continuity) and its newest put.
 type lastChange struct {
-	generation Generation
-	event      *Event
+	generation     Generation
+	anchor, newest *heldPut
 }
 
 // stillHolds asks the cluster, through a client of the run's connection, whether it still
-// holds last (see stillHolds). No client tells nothing.
-func (o RunOptions) stillHolds(ctx context.Context, last Event) error {
+// holds last's puts (see stillHolds). No client tells nothing.
+func (o RunOptions) stillHolds(ctx context.Context, last lastChange) error {
 	cli, err := o.Conn.Client()
 	if err != nil {
 		return nil // no answer tells nothing
 	}
 	defer cli.Close()
-	return stillHolds(ctx, cli, last)
+	for _, p := range []*heldPut{last.anchor, last.newest} {
+		if p != nil {
+			if err := stillHolds(ctx, cli, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // maxCarried bounds the history a run keeps in memory for a store that refuses it, from one
@@ -279,8 +301,8 @@ func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured 
 	}
 	// Between two captures (a full backup taken, a store outage) no check ran: the cluster
 	// must still hold the newest change received before the watch goes on after it.
-	if last.event != nil && last.generation == f.Generation {
-		if err := o.stillHolds(ctx, *last.event); err != nil {
+	if last.generation == f.Generation && (last.anchor != nil || last.newest != nil) {
+		if err := o.stillHolds(ctx, *last); err != nil {
 			return captured, carry, err
 		}
 	}
@@ -309,6 +331,11 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 	}
 	defer cli.Close()
 	held := newContinuity(start.to, uint64(clusterID))
+	if last.generation == gen {
+		// The previous capture's puts are checked each second until a check answers: a put
+		// of another history received first must not take their place unchecked.
+		held.anchor, held.lastPut = cmp.Or(last.anchor, last.newest), last.newest
+	}
 	unchecked := func(err error) {
 		if o.Say != nil {
 			o.Say("the capture cannot ask the cluster for its revision (%d tries: %v): it would not see a restore below what it captured until the cluster has passed it", uncheckedSaid, err)
@@ -323,8 +350,8 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 			o.OnStored(s, at)
 		}
 	}, held, unchecked)
-	if held.lastPut != nil {
-		*last = lastChange{generation: gen, event: held.lastPut}
+	if held.lastPut != nil || held.anchor != nil {
+		*last = lastChange{generation: gen, anchor: held.anchor, newest: held.lastPut}
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return stored, left, nil // time for the next full backup
