@@ -21,19 +21,19 @@ import (
 var ErrWentBack = errors.New("the cluster's history is not the one captured")
 
 // continuity holds a capture to one history of one cluster, from what the cluster itself
-// says, with one read a second:
+// says, and from two reads a second:
 //   - every response carries the cluster's ID: it must not change;
-//   - a linearizable read every second, of the newest put received at its revision, finds
-//     that put there, and the cluster's newest revision never below a revision already
-//     received (checkRevision);
+//   - linearizable reads every second, of the anchor and the newest put received, each at its
+//     revision, find those puts there, and the cluster's newest revision never below a
+//     revision already received (checkRevision);
 //   - every key's changes are numbered: a put of a key the capture saw is its next version,
 //     since the same creation (or version 1 after a delete), and a key created after the
 //     capture began was seen being created (event).
 //
 // A cluster restored to an earlier point breaks the second as soon as it is back (before it
-// passes the revisions captured, by its revision; after, by the change it holds at the newest
-// put's revision, unless compacted) and the third at the first change to a key whose history
-// differs.
+// passes the revisions captured, by its revision; after, by the change it holds at the
+// revision of the anchor or the newest put, unless compacted) and the third at the first
+// change to a key whose history differs.
 type continuity struct {
 	// clusterID is the cluster's (0: the first response's).
 	clusterID uint64

@@ -106,7 +106,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	var f *Full          // the newest full backup taken
 	captured := int64(0) // the last revision the previous capture stored
 	var carry unstored   // what it received after captured and could not store (store down)
-	var last lastChange  // the newest put received, which the next capture checks is still there
+	var last lastChange  // the puts the last capture received, which the cluster must still hold
 	var wentBack time.Time
 	var wentBackWait time.Duration
 	quick := time.Second // the wait after a capture that ended at once, doubling while they do

@@ -63,8 +63,8 @@ func TestDoctorTLSReasonsUpFront(t *testing.T) {
 	} {
 		// The reason must come from the handshake itself: a reason found only when the command
 		// timeout ran out reads "no answer within the command timeout (last connection error:
-		// ...)". (No stopwatch: a -race binary on a loaded CI machine took 6.9 s to load the
-		// system's roots and shake hands, and the timeout is generous so that load cannot fail it.)
+		// ...)". (No stopwatch: a -race binary on a loaded CI machine took 6.9 s to give the
+		// reason, and the timeout is generous so that load cannot fail it.)
 		code, out, errOut := runCLI(t, append([]string{"doctor", "--endpoints", ep, "--command-timeout", "30s"}, tc.flags...)...)
 		if code != exitFailed || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "command timeout") || out != "" {
 			t.Errorf("%s: exit %d\nstdout %q\nstderr %q", tc.name, code, out, errOut)
