@@ -21,19 +21,19 @@ import (
 var ErrWentBack = errors.New("the cluster's history is not the one captured")
 
 // continuity holds a capture to one history of one cluster, from what the cluster itself
-// says, and from two reads a second:
+// says, and from a few reads a second:
 //   - every response carries the cluster's ID: it must not change;
-//   - linearizable reads every second, of the anchor and the newest put received, each at its
-//     revision, find those puts there, and the cluster's newest revision never below a
-//     revision already received (checkRevision);
+//   - linearizable reads every second, of the anchor, the one unverified and the newest change
+//     received (puts and deletes), each at its revision, find those changes there, and the
+//     cluster's newest revision never below a revision already received (checkRevision);
 //   - every key's changes are numbered: a put of a key the capture saw is its next version,
 //     since the same creation (or version 1 after a delete), and a key created after the
 //     capture began was seen being created (event).
 //
 // A cluster restored to an earlier point breaks the second as soon as it is back (before it
 // passes the revisions captured, by its revision; after, by the change it holds at the
-// revision of the anchor or the newest put, unless compacted) and the third at the first
-// change to a key whose history differs.
+// revision of a change read back, unless compacted) and the third at the first change to a key
+// whose history differs.
 type continuity struct {
 	// clusterID is the cluster's (0: the first response's).
 	clusterID uint64
@@ -43,12 +43,13 @@ type continuity struct {
 	keys  map[string]keyHistory
 	// maxKeys bounds keys (maxTrackedKeys).
 	maxKeys int
-	// lastPut is the newest put received, and below the newest one at a lower revision (what
-	// lastPut falls back to when a change at its own revision deletes its key again). anchor
-	// is the newest put received when the last check that got an answer was sent, or the
-	// previous capture's newest: each check reads both back (checkRevision), and a put of the
-	// new history received before a check can object never replaces the anchor unchecked.
-	lastPut, below, anchor *heldPut
+	// newest is the newest change received (the last of its revision: what the cluster holds
+	// there). anchor is the newest change when the last check that got an answer was sent, or
+	// the previous capture's newest; unverified is the newest change when a check first got
+	// no answer since then (a cut connection, a member stopped: received before the cut, it is
+	// the history captured). Each check reads all three back (checkRevision): a change of a new
+	// history received before a check can object never takes their place unchecked.
+	newest, anchor, unverified *heldChange
 	// unchecked counts the revision checks in a row that got no answer, checkErr the last
 	// one's error: a check that never answers (a learner endpoint, no read permission) is said.
 	unchecked int
@@ -103,7 +104,7 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 			return false, c.broken(kv.ModRevision, key, "deleted again, though its last change deleted it")
 		}
 		c.track(key, keyHistory{deleted: true, mod: kv.ModRevision}, kv.ModRevision)
-		c.deletedAtItsRevision(kv)
+		c.received(ev)
 		return false, nil
 	}
 	switch {
@@ -115,10 +116,7 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
 	}
 	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version, mod: kv.ModRevision}, kv.ModRevision)
-	if c.lastPut != nil && c.lastPut.revision < kv.ModRevision {
-		c.below = c.lastPut
-	}
-	c.lastPut = putOf(kv)
+	c.received(ev)
 	return false, nil
 }
 
@@ -132,18 +130,17 @@ func (h keyHistory) same(ev *clientv3.Event) bool {
 	return !h.deleted && ev.Kv.Version == h.version && ev.Kv.CreateRevision == h.created
 }
 
-// deletedAtItsRevision lets go of a put that a later change of the same revision deleted: the
-// cluster holds the deletion there.
-func (c *continuity) deletedAtItsRevision(kv *mvccpb.KeyValue) {
-	gone := func(p *heldPut) bool {
-		return p != nil && p.revision == kv.ModRevision && bytes.Equal(p.key, kv.Key)
+// received makes ev the newest change. A change that a later one of the same revision undoes
+// (a put and a from-key delete in one transaction, #16380) is not what the cluster holds
+// there: the later one takes its place, as anchor or unverified too.
+func (c *continuity) received(ev *clientv3.Event) {
+	ch := changeOf(ev)
+	for _, p := range []**heldChange{&c.anchor, &c.unverified} {
+		if *p != nil && (*p).revision == ch.revision && bytes.Equal((*p).key, ch.key) {
+			*p = ch
+		}
 	}
-	if gone(c.anchor) {
-		c.anchor = nil
-	}
-	if gone(c.lastPut) {
-		c.lastPut = c.below
-	}
+	c.newest = ch
 }
 
 // track records key's history. Past maxTrackedKeys it starts again: every key created after
@@ -160,22 +157,26 @@ func (c *continuity) broken(rev int64, key, why string) error {
 	return fmt.Errorf("%w (restored to an earlier point, or changes lost): the change at revision %d has key %q %s", ErrWentBack, rev, key, why)
 }
 
-// checkRevision asks the cluster (linearizable reads) for the anchor and the newest put
-// received, each at its revision (see heldBy): a cluster below a revision received, or
-// holding another change there, fails it. With neither (or both compacted away) it asks only
-// for the newest revision, which must not be below seen, the newest revision the capture
-// received. A cluster that does not answer now is not judged. A check that got an answer
-// makes the newest put it read the anchor.
+// checkRevision asks the cluster (linearizable reads) for the anchor, the unverified and the
+// newest change received, each at its revision (see heldBy): a cluster below a revision
+// received, or holding another change there, fails it. With none (or all compacted away) it
+// asks only for the newest revision, which must not be below seen, the newest revision the
+// capture received. A cluster that does not answer now is not judged, and the newest change
+// then becomes the unverified one, unless one is already. A check that got an answer makes the
+// newest change it read the anchor.
 func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, seen int64) error {
 	gctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	newest := c.lastPut
+	newest := c.newest
 	resp, err := c.read(gctx, cli, newest)
 	if errors.Is(err, ErrWentBack) {
 		return err
 	}
 	if err != nil {
 		c.unchecked, c.checkErr = c.unchecked+1, err
+		if c.unverified == nil {
+			c.unverified = newest
+		}
 		return nil
 	}
 	c.unchecked = 0
@@ -185,24 +186,27 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 	if resp.Header.Revision < seen {
 		return fmt.Errorf("%w: the cluster is at revision %d, below revision %d the capture received (restored to an earlier point?)", ErrWentBack, resp.Header.Revision, seen)
 	}
-	if newest != nil && newest == c.lastPut { // not let go of (compacted)
+	c.unverified = nil
+	if newest != nil && newest == c.newest { // not let go of (compacted)
 		c.anchor = newest
 	}
 	return nil
 }
 
-// read asks the check's questions: the anchor, then newest, at their revisions. A put
-// compacted away tells nothing more and is let go of; with none left, a count of nothing
-// answers the revision alone.
-func (c *continuity) read(ctx context.Context, cli *clientv3.Client, newest *heldPut) (*clientv3.GetResponse, error) {
+// read asks the check's questions: the anchor, the unverified change, then newest, at their
+// revisions. A change compacted away tells nothing more and is let go of; with none left, a
+// count of nothing answers the revision alone.
+func (c *continuity) read(ctx context.Context, cli *clientv3.Client, newest *heldChange) (*clientv3.GetResponse, error) {
 	var answer *clientv3.GetResponse
-	for _, p := range []*heldPut{c.anchor, newest} {
-		if p == nil || (p == newest && p == c.anchor && answer != nil) {
+	asked := map[*heldChange]bool{}
+	for _, p := range []*heldChange{c.anchor, c.unverified, newest} {
+		if p == nil || asked[p] {
 			continue
 		}
+		asked[p] = true
 		resp, err := p.heldBy(ctx, cli, false)
 		switch {
-		case errors.Is(err, errPutCompacted):
+		case errors.Is(err, errChangeCompacted):
 			c.letGo(p)
 		case err != nil:
 			return nil, err
@@ -216,15 +220,11 @@ func (c *continuity) read(ctx context.Context, cli *clientv3.Client, newest *hel
 	return cli.Get(ctx, "\x00", clientv3.WithCountOnly())
 }
 
-// letGo forgets a put whose revision is compacted away, and every put below it.
-func (c *continuity) letGo(p *heldPut) {
-	if c.anchor != nil && c.anchor.revision <= p.revision {
-		c.anchor = nil
-	}
-	if c.lastPut != nil && c.lastPut.revision <= p.revision {
-		c.lastPut = nil
-	}
-	if c.below != nil && c.below.revision <= p.revision {
-		c.below = nil
+// letGo forgets a change whose revision is compacted away, and every change below it.
+func (c *continuity) letGo(p *heldChange) {
+	for _, q := range []**heldChange{&c.anchor, &c.unverified, &c.newest} {
+		if *q != nil && (*q).revision <= p.revision {
+			*q = nil
+		}
 	}
 }

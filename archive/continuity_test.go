@@ -105,12 +105,12 @@ func TestTheNextCaptureChecksTheClusterStillHoldsTheLastChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev := resp.Header.Revision
-	captured := func(key, value string, rev, version int64) *heldPut {
-		return &heldPut{key: []byte(key), value: []byte(value), revision: rev, created: rev, version: version}
+	captured := func(key, value string, rev, version int64) *heldChange {
+		return &heldChange{key: []byte(key), value: []byte(value), revision: rev, created: rev, version: version}
 	}
 	for _, tc := range []struct {
 		name   string
-		last   *heldPut
+		last   *heldChange
 		wentOn bool
 	}{
 		{"the change captured is there", captured("/registry/pods/p0", "captured", rev, 1), true},
@@ -156,7 +156,7 @@ func TestAPutOfAnotherHistoryDoesNotHideTheOneCaptured(t *testing.T) {
 	held := newContinuity(0, 0)
 	// Captured and checked before the restore: a pod, at a revision where the cluster (as
 	// restored) holds the config map.
-	held.anchor = &heldPut{key: []byte("/registry/pods/p0"), value: []byte("captured"), revision: rev, created: rev - 1, version: 2}
+	held.anchor = &heldChange{key: []byte("/registry/pods/p0"), value: []byte("captured"), revision: rev, created: rev - 1, version: 2}
 	// Received after the restore, before a check: the config map, which the cluster holds.
 	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/configmaps/c0"), Value: []byte("the new history's"), ModRevision: rev, CreateRevision: rev, Version: 1}}); err != nil {
 		t.Fatal(err)
@@ -215,5 +215,96 @@ func TestAKeyChangedTwiceInOneTransactionIsNoOtherHistory(t *testing.T) {
 		if err := held.checkRevision(ctx, cli, resp.Header.Revision); err != nil {
 			t.Fatalf("after the transaction at revision %d: %v", resp.Header.Revision, err)
 		}
+	}
+}
+
+// A delete is read back too: the cluster holds no key at its revision. A cluster restored to
+// a point after the newest put captured, gone on past the deletes that came after it, holds
+// that put still; only the delete tells the histories apart (review of the session (7), F3).
+func TestADeleteAfterTheLastPutIsReadBack(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	cli := c.Client(t)
+	ctx := t.Context()
+	p0, err := cli.Put(ctx, "/registry/pods/p0", "captured")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cluster as restored goes on with a config map where the capture received p0's
+	// deletion.
+	c0, err := cli.Put(ctx, "/registry/configmaps/c0", "the new history's")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := newContinuity(0, 0)
+	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/pods/p0"), Value: []byte("captured"), ModRevision: p0.Header.Revision, CreateRevision: p0.Header.Revision, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.event(del("/registry/pods/p0", c0.Header.Revision)); err != nil {
+		t.Fatal(err)
+	}
+	err = held.checkRevision(ctx, cli, c0.Header.Revision)
+	var at *wentBackAt
+	if !errors.As(err, &at) || at.revision != c0.Header.Revision {
+		t.Fatalf("the check: %v; want p0's deletion at revision %d no longer held", err, c0.Header.Revision)
+	}
+	// The history captured: p0 deleted, read back where it was.
+	gone, err := cli.Delete(ctx, "/registry/pods/p0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = newContinuity(0, 0)
+	if _, err := held.event(del("/registry/pods/p0", gone.Header.Revision)); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.checkRevision(ctx, cli, gone.Header.Revision); err != nil || held.anchor == nil || !held.anchor.deleted {
+		t.Fatalf("the check of the history captured: %v, anchor %+v", err, held.anchor)
+	}
+}
+
+// A check that gets no answer (the run's connection cut, the member stopped for a restore)
+// leaves the newest change received before it unverified: every check reads it back until one
+// answers. Changes of a restored cluster received first, once the connection is back, are
+// held by that cluster: were they and the anchor (checked before the last changes of the
+// history captured came) the only ones read back, the restore would pass.
+func TestTheChangeReceivedBeforeACutIsReadBackAfterIt(t *testing.T) {
+	t.Parallel()
+	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 1, Version: etcdtest.V3_6})
+	cli := c.Client(t)
+	ctx := t.Context()
+	var revs []int64
+	for _, key := range []string{"/registry/pods/p0", "/registry/configmaps/c0", "/registry/configmaps/c1"} {
+		resp, err := cli.Put(ctx, key, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, resp.Header.Revision)
+	}
+	held := newContinuity(0, 0)
+	// Captured and checked: p0. Then received: p0 deleted, where the cluster as restored
+	// holds c0.
+	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/pods/p0"), Value: []byte("v"), ModRevision: revs[0], CreateRevision: revs[0], Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.checkRevision(ctx, cli, revs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := held.event(del("/registry/pods/p0", revs[1])); err != nil {
+		t.Fatal(err)
+	}
+	// The cut: a check with no answer.
+	cut, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := held.checkRevision(cut, cli, revs[1]); err != nil {
+		t.Fatalf("a check with no answer judged: %v", err)
+	}
+	// Back: the restored cluster's c1 comes first.
+	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/configmaps/c1"), Value: []byte("v"), ModRevision: revs[2], CreateRevision: revs[2], Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	err := held.checkRevision(ctx, cli, revs[2])
+	var at *wentBackAt
+	if !errors.As(err, &at) || at.revision != revs[1] {
+		t.Fatalf("the check after the cut: %v; want p0's deletion at revision %d no longer held", err, revs[1])
 	}
 }

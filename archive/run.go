@@ -106,14 +106,14 @@ func Run(ctx context.Context, o RunOptions) error {
 	var f *Full          // the newest full backup taken
 	captured := int64(0) // the last revision the previous capture stored
 	var carry unstored   // what it received after captured and could not store (store down)
-	var last lastChange  // the puts the last capture received, which the cluster must still hold
+	var last lastChange  // the changes the last capture received, which the cluster must still hold
 	var wentBack time.Time
 	var wentBackWait time.Duration
 	quick := time.Second // the wait after a capture that ended at once, doubling while they do
 	for ctx.Err() == nil {
 		// A cluster restored while no capture ran (a store outage, the last full backup) must
 		// not have its full backup filed under the history captured so far (review 7, F5).
-		if f != nil && last.generation == f.Generation && (last.anchor != nil || last.newest != nil) {
+		if f != nil && last.generation == f.Generation && last.any() {
 			if err := o.stillHolds(ctx, last); err != nil {
 				say("%v: a new full backup starts a new generation of history", err)
 				f, captured, carry, last = nil, 0, unstored{}, lastChange{}
@@ -192,21 +192,26 @@ func Run(ctx context.Context, o RunOptions) error {
 }
 
 // lastChange is what the last capture of generation received and the next one checks: its
-// anchor (see continuity) and its newest put.
+// anchor, its unverified and its newest change (see continuity).
 type lastChange struct {
-	generation     Generation
-	anchor, newest *heldPut
+	generation                 Generation
+	anchor, unverified, newest *heldChange
+}
+
+// any reports whether last holds a change to check.
+func (last lastChange) any() bool {
+	return last.anchor != nil || last.unverified != nil || last.newest != nil
 }
 
 // stillHolds asks the cluster, through a client of the run's connection, whether it still
-// holds last's puts (see stillHolds). No client tells nothing.
+// holds last's changes (see stillHolds). No client tells nothing.
 func (o RunOptions) stillHolds(ctx context.Context, last lastChange) error {
 	cli, err := o.Conn.Client()
 	if err != nil {
 		return nil // no answer tells nothing
 	}
 	defer cli.Close()
-	for _, p := range []*heldPut{last.anchor, last.newest} {
+	for _, p := range []*heldChange{last.anchor, last.unverified, last.newest} {
 		if p != nil {
 			if err := stillHolds(ctx, cli, p); err != nil {
 				return err
@@ -301,7 +306,7 @@ func (o RunOptions) captureUntilNextFull(ctx context.Context, f *Full, captured 
 	}
 	// Between two captures (a full backup taken, a store outage) no check ran: the cluster
 	// must still hold the newest change received before the watch goes on after it.
-	if last.generation == f.Generation && (last.anchor != nil || last.newest != nil) {
+	if last.generation == f.Generation && last.any() {
 		if err := o.stillHolds(ctx, *last); err != nil {
 			return captured, carry, err
 		}
@@ -332,9 +337,9 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 	defer cli.Close()
 	held := newContinuity(start.to, uint64(clusterID))
 	if last.generation == gen {
-		// The previous capture's puts are checked each second until a check answers: a put
-		// of another history received first must not take their place unchecked.
-		held.anchor, held.lastPut = cmp.Or(last.anchor, last.newest), last.newest
+		// The previous capture's changes are checked each second until a check answers: a
+		// change of another history received first must not take their place unchecked.
+		held.anchor, held.unverified, held.newest = cmp.Or(last.anchor, last.newest), last.unverified, last.newest
 	}
 	unchecked := func(err error) {
 		if o.Say != nil {
@@ -350,8 +355,8 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 			o.OnStored(s, at)
 		}
 	}, held, unchecked)
-	if held.lastPut != nil || held.anchor != nil {
-		*last = lastChange{generation: gen, anchor: held.anchor, newest: held.lastPut}
+	if next := (lastChange{generation: gen, anchor: held.anchor, unverified: held.unverified, newest: held.newest}); next.any() {
+		*last = next
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		return stored, left, nil // time for the next full backup

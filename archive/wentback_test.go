@@ -24,15 +24,17 @@ import (
 // equals the cluster's. Before, the run went on watching from where it was, stored the new
 // changes after the old ones, and a restore to the latest point replayed the two as one.
 //
-// Three restores: one whose cluster waits before it takes writes again (the run sees the
+// Four restores: one whose cluster waits before it takes writes again (the run sees the
 // cluster's revision below what it captured), one that goes on at once, past the revisions
 // captured before the run looks (the run sees a key's history differ from the one captured),
-// and one out of the run's sight (its connection cut) that goes on past them with new keys
+// and two out of the run's sight (its connection cut) that go on past them with new keys
 // only: every change the run then receives is a key created, and only the change the
-// cluster holds at the revision of the newest put the run received tells the histories apart.
+// cluster holds at the revision of a change the run received before the cut tells the
+// histories apart. In the last, the copy put back is newer than every put captured: only
+// deletes came after it.
 func TestBackupRunNoticesTheClusterRestoredUnderneathIt(t *testing.T) {
 	t.Parallel()
-	for _, how := range []restore{writesAfterAWhile, writesAtOnce, newKeysOutOfSight} {
+	for _, how := range []restore{writesAfterAWhile, writesAtOnce, newKeysOutOfSight, afterTheLastPut} {
 		t.Run(string(how), func(t *testing.T) {
 			t.Parallel()
 			restoredUnderneathARun(t, how)
@@ -47,6 +49,7 @@ const (
 	writesAfterAWhile restore = "writes after a while"
 	writesAtOnce      restore = "writes at once"
 	newKeysOutOfSight restore = "new keys only, out of the run's sight"
+	afterTheLastPut   restore = "to a copy newer than every put captured, out of the run's sight"
 )
 
 func restoredUnderneathARun(t *testing.T, how restore) {
@@ -75,18 +78,35 @@ func restoredUnderneathARun(t *testing.T, how restore) {
 	for i := range 20 {
 		put(fmt.Sprintf("/registry/pods/p%02d", i), "v0")
 	}
+	// copyNow copies the data dir as it is now (the member stopped a moment).
+	copyNow := func() string {
+		t.Helper()
+		if err := m.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir() + "/copy"
+		if out, err := exec.Command("cp", "-a", m.DataDir, dir).CombinedOutput(); err != nil {
+			t.Fatalf("copy the data dir: %v: %s", err, out)
+		}
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for try := 0; ; try++ { // serving again (a read: the copy holds the newest change)
+			gctx, gcancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := cli.Get(gctx, "/registry/namespaces/default")
+			gcancel()
+			if err == nil {
+				break
+			}
+			if try == 50 {
+				t.Fatalf("the member does not serve again: %v", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return dir
+	}
 	// Last night's copy: the data dir as it is now, at the 20 pods' revision.
-	if err := m.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	lastNight := t.TempDir() + "/copy"
-	if out, err := exec.Command("cp", "-a", m.DataDir, lastNight).CombinedOutput(); err != nil {
-		t.Fatalf("copy the data dir: %v: %s", err, out)
-	}
-	if err := m.Start(); err != nil {
-		t.Fatal(err)
-	}
-	put("/registry/namespaces/default", "v") // serving again
+	lastNight := copyNow()
 
 	var mu sync.Mutex
 	storedTo := map[archive.Generation]int64{} // by generation, the newest revision stored
@@ -144,10 +164,31 @@ func restoredUnderneathARun(t *testing.T, how restore) {
 		}
 	}
 	first := waitStored(last, "")
+	if how == afterTheLastPut {
+		// A copy after every put, then 10 pods deleted, captured.
+		lastNight = copyNow()
+		for i := range 10 {
+			for try := 0; ; try++ {
+				dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+				resp, err := cli.Delete(dctx, fmt.Sprintf("/registry/pods/p%02d", i))
+				dcancel()
+				if err == nil {
+					last = resp.Header.Revision
+					break
+				}
+				if try == 50 {
+					t.Fatalf("delete pod %d: %v", i, err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		waitStored(last, "")
+	}
 
 	// Restored underneath the run: the copy put back, and the cluster goes on at once, past
 	// the revisions captured, with other changes.
-	if how == newKeysOutOfSight {
+	outOfSight := how == newKeysOutOfSight || how == afterTheLastPut
+	if outOfSight {
 		sight.shut()
 	}
 	if err := m.Stop(); err != nil {
@@ -174,7 +215,7 @@ func restoredUnderneathARun(t *testing.T, how restore) {
 		now = put(fmt.Sprintf("/registry/configmaps/c%02d", i), "new")
 	}
 	for i := range 20 {
-		if how == newKeysOutOfSight {
+		if outOfSight {
 			now = put(fmt.Sprintf("/registry/configmaps/c%02d", 60+i), "new")
 		} else {
 			now = put(fmt.Sprintf("/registry/pods/p%02d", i), "new")

@@ -1,0 +1,107 @@
+package archive
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// heldChange is a change a capture received (a put, or a delete), as the cluster must still
+// hold it at its revision while its history is the one captured: the key with that value,
+// version and creation, or no key.
+type heldChange struct {
+	key, value                 []byte
+	revision, created, version int64
+	deleted                    bool
+}
+
+func changeOf(ev *clientv3.Event) *heldChange {
+	kv := ev.Kv
+	if ev.Type == mvccpb.DELETE {
+		return &heldChange{key: kv.Key, revision: kv.ModRevision, deleted: true}
+	}
+	return &heldChange{key: kv.Key, value: kv.Value, revision: kv.ModRevision, created: kv.CreateRevision, version: kv.Version}
+}
+
+// largeValue is the size above which the check each second reads a put's key and numbers,
+// not its value (a Kubernetes object may be 1.5 MiB; the check between captures reads it all).
+const largeValue = 64 << 10
+
+// errChangeCompacted is a change's revision compacted away: what the cluster holds there is
+// not known any more.
+var errChangeCompacted = errors.New("the revision of the change is compacted")
+
+// wentBackAt is ErrWentBack shown by a change the cluster no longer holds: every change
+// received at or below its revision came before it, from the history captured; what came
+// after may be the new history's.
+type wentBackAt struct {
+	revision int64
+	why      string
+}
+
+func (e *wentBackAt) Error() string { return ErrWentBack.Error() + ": " + e.why }
+func (e *wentBackAt) Unwrap() error { return ErrWentBack }
+
+// heldBy reads p's key at p's revision (a linearizable read): the same creation, version and
+// value there (for a delete, no key) is the history captured, and the response's header
+// carries the cluster's newest revision. A cluster restored to an earlier point and gone on
+// past that revision (even with changes only to keys the capture never saw) holds another
+// change there; one still below it answers that the revision is in its future. Either is
+// ErrWentBack; a revision compacted away is errChangeCompacted. With whole false, a large
+// value is not read.
+func (p *heldChange) heldBy(ctx context.Context, cli *clientv3.Client, whole bool) (*clientv3.GetResponse, error) {
+	opts := []clientv3.OpOption{clientv3.WithRev(p.revision)}
+	readValue := !p.deleted && (whole || len(p.value) <= largeValue)
+	if !readValue {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	resp, err := cli.Get(ctx, string(p.key), opts...)
+	switch {
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrFutureRev):
+		return nil, fmt.Errorf("%w: the cluster is below revision %d, where the capture received a change (restored to an earlier point?)", ErrWentBack, p.revision)
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted):
+		return nil, errChangeCompacted
+	case err != nil:
+		return nil, err
+	}
+	if p.deleted {
+		if len(resp.Kvs) > 0 {
+			kv := resp.Kvs[0]
+			return nil, p.notHeld(fmt.Sprintf("holds the key there (version %d created at revision %d, changed at %d), where the capture received its deletion", kv.Version, kv.CreateRevision, kv.ModRevision))
+		}
+		return resp, nil
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, p.notHeld("holds no such key there")
+	}
+	kv := resp.Kvs[0]
+	switch {
+	case kv.ModRevision != p.revision || kv.CreateRevision != p.created || kv.Version != p.version:
+		return nil, p.notHeld(fmt.Sprintf("holds version %d created at revision %d, changed at %d there", kv.Version, kv.CreateRevision, kv.ModRevision))
+	case readValue && !bytes.Equal(kv.Value, p.value):
+		return nil, p.notHeld("holds another value there")
+	}
+	return resp, nil
+}
+
+func (p *heldChange) notHeld(why string) error {
+	return &wentBackAt{revision: p.revision, why: fmt.Sprintf("at revision %d the cluster no longer holds the change to %q the capture received there: it %s (restored to an earlier point?)", p.revision, p.key, why)}
+}
+
+// stillHolds checks, between two captures of one history, that the cluster still holds a
+// change the last one received (see heldBy), value and all. A revision compacted away, or
+// no answer, tells nothing here: the next capture goes on checking it each second.
+func stillHolds(ctx context.Context, cli *clientv3.Client, last *heldChange) error {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := last.heldBy(gctx, cli, true); errors.Is(err, ErrWentBack) {
+		return err
+	}
+	return nil
+}
