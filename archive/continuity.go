@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,12 +43,17 @@ type continuity struct {
 	// maxKeys bounds keys (maxTrackedKeys).
 	maxKeys int
 	// newest is the newest change received (the last of its revision: what the cluster holds
-	// there). anchor is the newest change when the last check that got an answer was sent, or
+	// there; a revision's changes come in one watch response, and checks run between them).
+	// anchor is the newest change when the last check that got an answer was sent, or
 	// the previous capture's newest; unverified is the newest change when a check first got
 	// no answer since then (a cut connection, a member stopped: received before the cut, it is
-	// the history captured). Each check reads all three back (checkRevision): a change of a new
+	// the history captured; or a watch response from another member or term). Each check
+	// reads all three back (checkRevision): a change of a new
 	// history received before a check can object never takes their place unchecked.
 	newest, anchor, unverified *heldChange
+	// response counts the watch responses; member and term are the last one's sender.
+	response     uint64
+	member, term uint64
 	// unchecked counts the revision checks in a row that got no answer, checkErr the last
 	// one's error: a check that never answers (a learner endpoint, no read permission) is said.
 	unchecked int
@@ -57,10 +61,12 @@ type continuity struct {
 }
 
 // keyHistory is what the capture saw of one key: its creation, its latest version and the
-// revision of its latest change, and whether that change deleted it.
+// revision of its latest change, whether that change deleted it, and the watch response it
+// came in.
 type keyHistory struct {
 	created, version, mod int64
 	deleted               bool
+	response              uint64
 }
 
 // maxTrackedKeys bounds the memory continuity keeps (a key and about 60 bytes each: 16 MB for
@@ -89,22 +95,49 @@ func (c *continuity) header(h *etcdserverpb.ResponseHeader) error {
 	return nil
 }
 
+// watchResponse notes a watch response's sender before its changes. Another member or raft
+// term than the last response's (the watch resumed after a cut, maybe on a member restored
+// meanwhile, or behind an address switched to another cluster) makes the newest change
+// received the unverified one, unless one is already: the checks read it back until one
+// answers.
+func (c *continuity) watchResponse(h *etcdserverpb.ResponseHeader) {
+	c.response++
+	if h == nil {
+		return
+	}
+	if c.member != 0 && (h.MemberId != c.member || h.RaftTerm != c.term) && c.unverified == nil {
+		c.unverified = c.newest
+	}
+	c.member, c.term = h.MemberId, h.RaftTerm
+}
+
 // event checks one change against what the capture saw of its key, then records it. A change
-// of a key at or before the revision of the key's latest change received is a replay (etcd
-// watch bugs have sent events twice, #17247): it is reported as such, and is no evidence.
+// of a key before the revision of the key's latest change received, or at it in another watch
+// response, is a replay (etcd watch bugs have sent events twice, #17247; one revision's changes
+// always come in one response): it is reported as such, and is no evidence.
 func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 	kv := ev.Kv
 	key := string(kv.Key)
 	seen, tracked := c.keys[key]
-	if tracked && (kv.ModRevision < seen.mod || kv.ModRevision == seen.mod && seen.same(ev)) {
+	if tracked && (kv.ModRevision < seen.mod || kv.ModRevision == seen.mod && (seen.response != c.response || seen.same(ev))) {
 		return true, nil
 	}
 	if ev.Type == mvccpb.DELETE {
 		if tracked && seen.deleted {
 			return false, c.broken(kv.ModRevision, key, "deleted again, though its last change deleted it")
 		}
+		// Just before its deletion the key was there: changed last where the capture saw it
+		// change, or (not seen) at all; not known when it was changed at the same revision,
+		// or forgotten there.
+		before := int64(0)
+		switch {
+		case tracked && seen.mod == kv.ModRevision, !tracked && kv.ModRevision <= c.since:
+			before = -1
+		case tracked:
+			before = seen.mod
+		}
 		c.track(key, keyHistory{deleted: true, mod: kv.ModRevision}, kv.ModRevision)
-		c.received(ev)
+		c.newest = &heldChange{key: kv.Key, revision: kv.ModRevision, deleted: true, before: before}
 		return false, nil
 	}
 	switch {
@@ -116,7 +149,7 @@ func (c *continuity) event(ev *clientv3.Event) (replay bool, err error) {
 		return false, c.broken(kv.ModRevision, key, fmt.Sprintf("created at revision %d, a change the capture never received", kv.CreateRevision))
 	}
 	c.track(key, keyHistory{created: kv.CreateRevision, version: kv.Version, mod: kv.ModRevision}, kv.ModRevision)
-	c.received(ev)
+	c.newest = putOf(kv)
 	return false, nil
 }
 
@@ -130,19 +163,6 @@ func (h keyHistory) same(ev *clientv3.Event) bool {
 	return !h.deleted && ev.Kv.Version == h.version && ev.Kv.CreateRevision == h.created
 }
 
-// received makes ev the newest change. A change that a later one of the same revision undoes
-// (a put and a from-key delete in one transaction, #16380) is not what the cluster holds
-// there: the later one takes its place, as anchor or unverified too.
-func (c *continuity) received(ev *clientv3.Event) {
-	ch := changeOf(ev)
-	for _, p := range []**heldChange{&c.anchor, &c.unverified} {
-		if *p != nil && (*p).revision == ch.revision && bytes.Equal((*p).key, ch.key) {
-			*p = ch
-		}
-	}
-	c.newest = ch
-}
-
 // track records key's history. Past maxTrackedKeys it starts again: every key created after
 // rev is seen from then on (not rev-1: keys a transaction at rev created before this one were
 // forgotten with the rest).
@@ -150,6 +170,7 @@ func (c *continuity) track(key string, h keyHistory, rev int64) {
 	if len(c.keys) >= c.maxKeys {
 		c.keys, c.since = map[string]keyHistory{}, rev
 	}
+	h.response = c.response
 	c.keys[key] = h
 }
 

@@ -248,17 +248,79 @@ func TestADeleteAfterTheLastPutIsReadBack(t *testing.T) {
 	if !errors.As(err, &at) || at.revision != c0.Header.Revision {
 		t.Fatalf("the check: %v; want p0's deletion at revision %d no longer held", err, c0.Header.Revision)
 	}
-	// The history captured: p0 deleted, read back where it was.
+	// A deletion is read back as that very change, not as any absence: a key the cluster
+	// never held (created, in the history captured, after the point it was restored to) is
+	// not there just before the deletion's revision either.
+	held = newContinuity(0, 0)
+	if _, err := held.event(del("/registry/pods/p9", c0.Header.Revision)); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.checkRevision(ctx, cli, c0.Header.Revision); !errors.As(err, &at) || at.revision != c0.Header.Revision {
+		t.Fatalf("the check: %v; want p9's deletion at revision %d no longer held", err, c0.Header.Revision)
+	}
+	// The history captured: p0 deleted, read back where it was, seen put first or not.
 	gone, err := cli.Delete(ctx, "/registry/pods/p0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	held = newContinuity(0, 0)
-	if _, err := held.event(del("/registry/pods/p0", gone.Header.Revision)); err != nil {
+	for _, from := range []int64{0, c0.Header.Revision} {
+		held = newContinuity(from, 0)
+		if from == 0 {
+			if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/pods/p0"), Value: []byte("captured"), ModRevision: p0.Header.Revision, CreateRevision: p0.Header.Revision, Version: 1}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := held.event(del("/registry/pods/p0", gone.Header.Revision)); err != nil {
+			t.Fatal(err)
+		}
+		if err := held.checkRevision(ctx, cli, gone.Header.Revision); err != nil || held.anchor == nil || !held.anchor.deleted {
+			t.Fatalf("the check of the history captured (from revision %d): %v, anchor %+v", from, err, held.anchor)
+		}
+	}
+}
+
+// A revision sent again in a later watch response (an etcd watch bug, #17247) after a
+// transaction put a key and deleted it there is a replay, not the key back at a version after
+// its deletion (review of the change, F1). In one response, the same revision twice is two
+// changes of one transaction.
+func TestARevisionSentAgainAfterAPutAndADeleteIsAReplay(t *testing.T) {
+	c := newContinuity(100, 0)
+	c.watchResponse(nil)
+	for _, ev := range []*clientv3.Event{put("a", 101, 50, 6), del("a", 101)} {
+		if replay, err := c.event(ev); replay || err != nil {
+			t.Fatalf("%s at 101: replay %v, %v", ev.Type, replay, err)
+		}
+	}
+	c.watchResponse(nil)
+	for _, ev := range []*clientv3.Event{put("a", 101, 50, 6), del("a", 101)} {
+		if replay, err := c.event(ev); !replay || err != nil {
+			t.Fatalf("%s at 101 sent again: replay %v, %v", ev.Type, replay, err)
+		}
+	}
+}
+
+// A watch response from another member, or at another raft term (the watch resumed after a
+// cut, on a member that may have been restored meanwhile), makes the newest change received
+// before it the unverified one: a check that answers at once, the connection back, would
+// otherwise read only the anchor and the new history's changes.
+func TestAWatchResumedElsewhereLeavesTheLastChangeUnverified(t *testing.T) {
+	c := newContinuity(100, 0)
+	c.watchResponse(&etcdserverpb.ResponseHeader{MemberId: 1, RaftTerm: 2})
+	if _, err := c.event(put("a", 101, 101, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := held.checkRevision(ctx, cli, gone.Header.Revision); err != nil || held.anchor == nil || !held.anchor.deleted {
-		t.Fatalf("the check of the history captured: %v, anchor %+v", err, held.anchor)
+	c.watchResponse(&etcdserverpb.ResponseHeader{MemberId: 1, RaftTerm: 2})
+	if c.unverified != nil {
+		t.Fatalf("the same member at the same term: %+v unverified", c.unverified)
+	}
+	c.watchResponse(&etcdserverpb.ResponseHeader{MemberId: 1, RaftTerm: 3})
+	if c.unverified == nil || c.unverified.revision != 101 {
+		t.Fatalf("a new term: unverified %+v, want the put at 101", c.unverified)
+	}
+	c.unverified = nil
+	c.watchResponse(&etcdserverpb.ResponseHeader{MemberId: 7, RaftTerm: 3})
+	if c.unverified == nil || c.unverified.revision != 101 {
+		t.Fatalf("another member: unverified %+v, want the put at 101", c.unverified)
 	}
 }
 

@@ -14,19 +14,18 @@ import (
 
 // heldChange is a change a capture received (a put, or a delete), as the cluster must still
 // hold it at its revision while its history is the one captured: the key with that value,
-// version and creation, or no key.
+// version, creation and lease; or no key there, and the key just before (changed last at
+// revision before; 0: not known when; -1: not known to be there), so that the deletion at
+// that very revision is what is read back, not any absence.
 type heldChange struct {
-	key, value                 []byte
-	revision, created, version int64
-	deleted                    bool
+	key, value                        []byte
+	revision, created, version, lease int64
+	deleted                           bool
+	before                            int64
 }
 
-func changeOf(ev *clientv3.Event) *heldChange {
-	kv := ev.Kv
-	if ev.Type == mvccpb.DELETE {
-		return &heldChange{key: kv.Key, revision: kv.ModRevision, deleted: true}
-	}
-	return &heldChange{key: kv.Key, value: kv.Value, revision: kv.ModRevision, created: kv.CreateRevision, version: kv.Version}
+func putOf(kv *mvccpb.KeyValue) *heldChange {
+	return &heldChange{key: kv.Key, value: kv.Value, revision: kv.ModRevision, created: kv.CreateRevision, version: kv.Version, lease: kv.Lease}
 }
 
 // largeValue is the size above which the check each second reads a put's key and numbers,
@@ -75,6 +74,9 @@ func (p *heldChange) heldBy(ctx context.Context, cli *clientv3.Client, whole boo
 			kv := resp.Kvs[0]
 			return nil, p.notHeld(fmt.Sprintf("holds the key there (version %d created at revision %d, changed at %d), where the capture received its deletion", kv.Version, kv.CreateRevision, kv.ModRevision))
 		}
+		if err := p.thereBefore(ctx, cli); err != nil {
+			return nil, err
+		}
 		return resp, nil
 	}
 	if len(resp.Kvs) == 0 {
@@ -84,10 +86,34 @@ func (p *heldChange) heldBy(ctx context.Context, cli *clientv3.Client, whole boo
 	switch {
 	case kv.ModRevision != p.revision || kv.CreateRevision != p.created || kv.Version != p.version:
 		return nil, p.notHeld(fmt.Sprintf("holds version %d created at revision %d, changed at %d there", kv.Version, kv.CreateRevision, kv.ModRevision))
+	case kv.Lease != p.lease:
+		return nil, p.notHeld(fmt.Sprintf("holds it with lease %x there, not %x", kv.Lease, p.lease))
 	case readValue && !bytes.Equal(kv.Value, p.value):
 		return nil, p.notHeld("holds another value there")
 	}
 	return resp, nil
+}
+
+// thereBefore reads a deleted key just before its deletion: it must be there, changed last
+// where the capture saw. A cluster with no such key there (created after the point it was
+// restored to) holds no key at the deletion's revision either, without deleting it there. A
+// revision compacted away leaves the deletion's own revision to tell.
+func (p *heldChange) thereBefore(ctx context.Context, cli *clientv3.Client) error {
+	if p.before < 0 || p.revision <= 1 {
+		return nil
+	}
+	resp, err := cli.Get(ctx, string(p.key), clientv3.WithRev(p.revision-1), clientv3.WithKeysOnly())
+	switch {
+	case errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted):
+		return nil
+	case err != nil:
+		return err
+	case len(resp.Kvs) == 0:
+		return p.notHeld("holds no such key just before it, to be deleted there")
+	case p.before > 0 && resp.Kvs[0].ModRevision != p.before:
+		return p.notHeld(fmt.Sprintf("holds the key changed last at revision %d just before it, where the capture saw its last change at %d", resp.Kvs[0].ModRevision, p.before))
+	}
+	return nil
 }
 
 func (p *heldChange) notHeld(why string) error {

@@ -219,6 +219,7 @@ func capture(ctx context.Context, cli *clientv3.Client, st *store.Store, gen Gen
 			if err := held.header(resp.Header); err != nil {
 				return end(err) // this response is the other cluster's; what is pending is not
 			}
+			held.watchResponse(resp.Header)
 			now := time.Now().UTC()
 			for _, ev := range resp.Events {
 				replay, err := held.event(ev)
