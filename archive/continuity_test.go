@@ -17,6 +17,11 @@ func put(key string, rev, created, version int64) *clientv3.Event {
 	return &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev, CreateRevision: created, Version: version}}
 }
 
+// created is a key's first put, value and all, at revision rev.
+func created(key, value string, rev int64) *clientv3.Event {
+	return &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), Value: []byte(value), ModRevision: rev, CreateRevision: rev, Version: 1}}
+}
+
 func del(key string, rev int64) *clientv3.Event {
 	return &clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev}}
 }
@@ -158,7 +163,7 @@ func TestAPutOfAnotherHistoryDoesNotHideTheOneCaptured(t *testing.T) {
 	// restored) holds the config map.
 	held.anchor = &heldChange{key: []byte("/registry/pods/p0"), value: []byte("captured"), revision: rev, created: rev - 1, version: 2}
 	// Received after the restore, before a check: the config map, which the cluster holds.
-	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/configmaps/c0"), Value: []byte("the new history's"), ModRevision: rev, CreateRevision: rev, Version: 1}}); err != nil {
+	if _, err := held.event(created("/registry/configmaps/c0", "the new history's", rev)); err != nil {
 		t.Fatal(err)
 	}
 	err = held.checkRevision(t.Context(), cli, rev)
@@ -237,7 +242,7 @@ func TestADeleteAfterTheLastPutIsReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := newContinuity(0, 0)
-	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/pods/p0"), Value: []byte("captured"), ModRevision: p0.Header.Revision, CreateRevision: p0.Header.Revision, Version: 1}}); err != nil {
+	if _, err := held.event(created("/registry/pods/p0", "captured", p0.Header.Revision)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := held.event(del("/registry/pods/p0", c0.Header.Revision)); err != nil {
@@ -266,7 +271,7 @@ func TestADeleteAfterTheLastPutIsReadBack(t *testing.T) {
 	for _, from := range []int64{0, c0.Header.Revision} {
 		held = newContinuity(from, 0)
 		if from == 0 {
-			if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/pods/p0"), Value: []byte("captured"), ModRevision: p0.Header.Revision, CreateRevision: p0.Header.Revision, Version: 1}}); err != nil {
+			if _, err := held.event(created("/registry/pods/p0", "captured", p0.Header.Revision)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -345,7 +350,7 @@ func TestTheChangeReceivedBeforeACutIsReadBackAfterIt(t *testing.T) {
 	held := newContinuity(0, 0)
 	// Captured and checked: p0. Then received: p0 deleted, where the cluster as restored
 	// holds c0.
-	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/pods/p0"), Value: []byte("v"), ModRevision: revs[0], CreateRevision: revs[0], Version: 1}}); err != nil {
+	if _, err := held.event(created("/registry/pods/p0", "v", revs[0])); err != nil {
 		t.Fatal(err)
 	}
 	if err := held.checkRevision(ctx, cli, revs[0]); err != nil {
@@ -361,7 +366,7 @@ func TestTheChangeReceivedBeforeACutIsReadBackAfterIt(t *testing.T) {
 		t.Fatalf("a check with no answer judged: %v", err)
 	}
 	// Back: the restored cluster's c1 comes first.
-	if _, err := held.event(&clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte("/registry/configmaps/c1"), Value: []byte("v"), ModRevision: revs[2], CreateRevision: revs[2], Version: 1}}); err != nil {
+	if _, err := held.event(created("/registry/configmaps/c1", "v", revs[2])); err != nil {
 		t.Fatal(err)
 	}
 	err := held.checkRevision(ctx, cli, revs[2])
