@@ -204,7 +204,7 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 	if err := c.header(resp.Header); err != nil {
 		return err
 	}
-	if resp.Header.Revision < seen {
+	if resp.Header != nil && resp.Header.Revision < seen {
 		return fmt.Errorf("%w: the cluster is at revision %d, below revision %d the capture received (restored to an earlier point?)", ErrWentBack, resp.Header.Revision, seen)
 	}
 	c.unverified = nil
