@@ -97,8 +97,8 @@ func TestACaptureForgettingKeysMidTransactionTakesNoHistoryForAnother(t *testing
 }
 
 // Between two captures of one history no check runs (a full backup being taken, a store
-// outage): the next capture first asks the cluster, at the revision of the newest put
-// received, for that key. The same change there: the history goes on. Another change there (a
+// outage): the next capture first asks the cluster, at the revision of the changes the last
+// one read back (here a put), for that key. The same change there: the history goes on. Another change there (a
 // cluster restored to an earlier point and gone past it while no capture ran), or a revision
 // the cluster has not reached: another history. A revision compacted away tells nothing.
 func TestTheNextCaptureChecksTheClusterStillHoldsTheLastChange(t *testing.T) {
@@ -144,8 +144,8 @@ func TestTheNextCaptureChecksTheClusterStillHoldsTheLastChange(t *testing.T) {
 	}
 }
 
-// The check each second reads back two puts: the anchor (the newest put when the last check
-// that answered was sent, or the previous capture's) and the newest one. A put of a restored
+// The check each second reads back the anchor (the newest change when the last check that
+// answered was sent, or the previous capture's) as well as the newest one. A put of a restored
 // cluster's new history, received before a check could object, is held by that cluster: were
 // it the only one read back, the restore would pass for the history captured. The anchor, a
 // put the restored cluster does not hold, still tells them apart.
@@ -171,7 +171,7 @@ func TestAPutOfAnotherHistoryDoesNotHideTheOneCaptured(t *testing.T) {
 	if !errors.As(err, &at) || at.revision != rev {
 		t.Fatalf("the check: %v; want the pod captured at revision %d no longer held", err, rev)
 	}
-	// With the history captured, the check answers, and the newest put becomes the anchor.
+	// With the history captured, the check answers, and the newest change becomes the anchor.
 	held.anchor = nil
 	if err := held.checkRevision(t.Context(), cli, rev); err != nil || held.anchor == nil || held.anchor.revision != rev {
 		t.Fatalf("the check of the history captured: %v, anchor %+v", err, held.anchor)
