@@ -44,12 +44,12 @@ type continuity struct {
 	maxKeys int
 	// newest is the newest change received (the last of its revision: what the cluster holds
 	// there; a revision's changes come in one watch response, and checks run between them).
-	// anchor is the newest change when the last check that got an answer was sent, or
-	// the previous capture's newest; unverified is the newest change when a check first got
-	// no answer since then (a cut connection, a member stopped: received before the cut, it is
-	// the history captured; or a watch response from another member or term). Each check
-	// reads all three back (checkRevision): a change of a new
-	// history received before a check can object never takes their place unchecked.
+	// anchor is the newest change when the last check that got an answer was sent, or the
+	// previous capture's newest. unverified is the newest change when a check first got no
+	// answer since then, or a watch response came from another member or term (a cut
+	// connection, a member stopped: received before the cut, it is the history captured).
+	// Each check reads all three back (checkRevision): a change of a new history received
+	// before a check can object never takes their place unchecked.
 	newest, anchor, unverified *heldChange
 	// response counts the watch responses; member and term are the last one's sender.
 	response     uint64
