@@ -42,15 +42,8 @@ type continuity struct {
 	keys  map[string]keyHistory
 	// maxKeys bounds keys (maxTrackedKeys).
 	maxKeys int
-	// newest is the newest change received (the last of its revision: what the cluster holds
-	// there; a revision's changes come in one watch response, and checks run between them).
-	// anchor is the newest change when the last check that got an answer was sent, or the
-	// previous capture's newest. unverified is the newest change when a check first got no
-	// answer since then, or a watch response came from another member or term (a cut
-	// connection, a member stopped: received before the cut, it is the history captured).
-	// Each check reads all three back (checkRevision): a change of a new history received
-	// before a check can object never takes their place unchecked.
-	newest, anchor, unverified *heldChange
+	// witnesses are the changes each check reads back (checkRevision).
+	witnesses
 	// response counts the watch responses; member and term are the last one's sender.
 	response     uint64
 	member, term uint64
@@ -189,7 +182,7 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 	gctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	newest := c.newest
-	resp, err := c.read(gctx, cli, newest)
+	resp, err := c.read(gctx, cli)
 	if errors.Is(err, ErrWentBack) {
 		return err
 	}
@@ -214,17 +207,12 @@ func (c *continuity) checkRevision(ctx context.Context, cli *clientv3.Client, se
 	return nil
 }
 
-// read asks the check's questions: the anchor, the unverified change, then newest, at their
-// revisions. A change compacted away tells nothing more and is let go of; with none left, a
-// count of nothing answers the revision alone.
-func (c *continuity) read(ctx context.Context, cli *clientv3.Client, newest *heldChange) (*clientv3.GetResponse, error) {
+// read asks the check's questions: the witnesses, each at its revision. A change compacted
+// away tells nothing more and is let go of; with none left, a count of nothing answers the
+// revision alone.
+func (c *continuity) read(ctx context.Context, cli *clientv3.Client) (*clientv3.GetResponse, error) {
 	var answer *clientv3.GetResponse
-	asked := map[*heldChange]bool{}
-	for _, p := range []*heldChange{c.anchor, c.unverified, newest} {
-		if p == nil || asked[p] {
-			continue
-		}
-		asked[p] = true
+	for _, p := range c.all() {
 		resp, err := p.heldBy(ctx, cli, false)
 		switch {
 		case errors.Is(err, errChangeCompacted):
@@ -239,13 +227,4 @@ func (c *continuity) read(ctx context.Context, cli *clientv3.Client, newest *hel
 		return answer, nil
 	}
 	return cli.Get(ctx, "\x00", clientv3.WithCountOnly())
-}
-
-// letGo forgets a change whose revision is compacted away, and every change below it.
-func (c *continuity) letGo(p *heldChange) {
-	for _, q := range []**heldChange{&c.anchor, &c.unverified, &c.newest} {
-		if *q != nil && (*q).revision <= p.revision {
-			*q = nil
-		}
-	}
 }

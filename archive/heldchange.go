@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -22,6 +23,39 @@ type heldChange struct {
 	revision, created, version, lease int64
 	deleted                           bool
 	before                            int64
+}
+
+// witnesses are the changes a capture reads back, each at its revision (see continuity).
+type witnesses struct {
+	// newest is the newest change received (the last of its revision: what the cluster holds
+	// there; a revision's changes come in one watch response, and checks run between them).
+	// anchor is the newest change when the last check that got an answer was sent, or the
+	// previous capture's newest. unverified is the newest change when a check first got no
+	// answer since then, or a watch response came from another member or term (a cut
+	// connection, a member stopped: received before the cut, it is the history captured).
+	// Every check reads all three back: a change of a new history received before a check
+	// can object never takes their place unchecked.
+	newest, anchor, unverified *heldChange
+}
+
+// all returns the witnesses to read back, each once: the anchor, the unverified, the newest.
+func (w witnesses) all() []*heldChange {
+	var out []*heldChange
+	for _, p := range []*heldChange{w.anchor, w.unverified, w.newest} {
+		if p != nil && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// letGo forgets a change whose revision is compacted away, and every change below it.
+func (w *witnesses) letGo(p *heldChange) {
+	for _, q := range []**heldChange{&w.anchor, &w.unverified, &w.newest} {
+		if *q != nil && (*q).revision <= p.revision {
+			*q = nil
+		}
+	}
 }
 
 func putOf(kv *mvccpb.KeyValue) *heldChange {

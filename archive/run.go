@@ -192,16 +192,14 @@ func Run(ctx context.Context, o RunOptions) error {
 }
 
 // lastChange is what the last capture of generation received and the next one checks: its
-// anchor, its unverified and its newest change (see continuity).
+// witnesses.
 type lastChange struct {
-	generation                 Generation
-	anchor, unverified, newest *heldChange
+	generation Generation
+	witnesses
 }
 
 // any reports whether last holds a change to check.
-func (last lastChange) any() bool {
-	return last.anchor != nil || last.unverified != nil || last.newest != nil
-}
+func (last lastChange) any() bool { return len(last.all()) > 0 }
 
 // stillHolds asks the cluster, through a client of the run's connection, whether it still
 // holds last's changes (see stillHolds). No client tells nothing.
@@ -211,11 +209,9 @@ func (o RunOptions) stillHolds(ctx context.Context, last lastChange) error {
 		return nil // no answer tells nothing
 	}
 	defer cli.Close()
-	for _, p := range []*heldChange{last.anchor, last.unverified, last.newest} {
-		if p != nil {
-			if err := stillHolds(ctx, cli, p); err != nil {
-				return err
-			}
+	for _, p := range last.all() {
+		if err := stillHolds(ctx, cli, p); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -339,7 +335,8 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 	if last.generation == gen {
 		// The previous capture's changes are checked each second until a check answers: a
 		// change of another history received first must not take their place unchecked.
-		held.anchor, held.unverified, held.newest = cmp.Or(last.anchor, last.newest), last.unverified, last.newest
+		held.witnesses = last.witnesses
+		held.anchor = cmp.Or(last.anchor, last.newest)
 	}
 	unchecked := func(err error) {
 		if o.Say != nil {
@@ -355,7 +352,7 @@ func (o RunOptions) capture(ctx context.Context, gen Generation, clusterID etcdm
 			o.OnStored(s, at)
 		}
 	}, held, unchecked)
-	if next := (lastChange{generation: gen, anchor: held.anchor, unverified: held.unverified, newest: held.newest}); next.any() {
+	if next := (lastChange{generation: gen, witnesses: held.witnesses}); next.any() {
 		*last = next
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
