@@ -5,21 +5,21 @@ import (
 	"time"
 )
 
-// ElectionWait bounds how long ObserveElected waits for an election to settle: etcd's
+// electionWait bounds how long ObserveElected waits for an election to settle: etcd's
 // randomized election timeout is one to two election timeouts (1 to 2 s by default), and a
 // pre-vote round that fails adds another.
-const ElectionWait = 5 * time.Second
+const electionWait = 5 * time.Second
 
 // electionPoll is how often ObserveElected looks again.
 const electionPoll = 250 * time.Millisecond
 
-// ObserveElected observes the cluster (see Observe), and again, for up to within, while its
-// view shows an election under way: quorum not verified, with enough voters answering to
+// ObserveElected observes the cluster (see Observe), and again, for up to electionWait, while
+// its view shows an election under way: quorum not verified, with enough voters answering to
 // make one, some of them knowing no leader (as just after the leader died). A membership
 // decision taken on that view would refuse, for want of quorum, what a moment later it
 // allows, and name recover (for quorum loss) as the next step.
-func ObserveElected(ctx context.Context, conn Conn, within time.Duration) *View {
-	deadline := time.Now().Add(within)
+func ObserveElected(ctx context.Context, conn Conn) *View {
+	deadline := time.Now().Add(electionWait)
 	for {
 		v := Observe(ctx, conn)
 		if !v.Quorum.electing() || !time.Now().Add(electionPoll).Before(deadline) {

@@ -21,7 +21,7 @@ type AddOptions struct {
 // joiner adds it and, when it can start it, waits until it has caught up and promotes it.
 // The caller holds the data dir's run lock.
 func Add(ctx context.Context, o AddOptions) (*Replaced, error) {
-	if err := CheckChange(cluster.ObserveElected(ctx, o.Conn, cluster.ElectionWait), o.Spec.PeerURLs); err != nil {
+	if err := CheckChange(cluster.ObserveElected(ctx, o.Conn), o.Spec.PeerURLs); err != nil {
 		return nil, err
 	}
 	out := &Replaced{}

@@ -26,7 +26,7 @@ type Promoted struct {
 // Promote promotes a learner once it has caught up, writing a harmless key meanwhile so that
 // it cannot stall (see Joiner.PromoteWhenReady); refused when there is no such learner.
 func Promote(ctx context.Context, opts PromoteOptions) (*Promoted, error) {
-	m, err := checkPromote(cluster.ObserveElected(ctx, opts.Conn, cluster.ElectionWait), opts.Learner)
+	m, err := checkPromote(cluster.ObserveElected(ctx, opts.Conn), opts.Learner)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ type Removed struct {
 // RemoveSafely removes a member, refused (changing nothing) when no member answers, the
 // cluster has no quorum, or the removal would leave fewer voters up than a quorum.
 func RemoveSafely(ctx context.Context, opts RemoveOptions) (*Removed, error) {
-	m, err := CheckRemove(cluster.ObserveElected(ctx, opts.Conn, cluster.ElectionWait), opts.Member)
+	m, err := CheckRemove(cluster.ObserveElected(ctx, opts.Conn), opts.Member)
 	if err != nil {
 		return nil, err
 	}

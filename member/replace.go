@@ -61,7 +61,7 @@ func (r *Replacer) Replace(ctx context.Context, old string, spec JoinSpec) (*Rep
 	if err := validateSpec(spec); err != nil {
 		return nil, err
 	}
-	v := cluster.ObserveElected(ctx, r.Conn, cluster.ElectionWait)
+	v := cluster.ObserveElected(ctx, r.Conn)
 	target, started, err := r.precheck(ctx, v, old, spec)
 	if err != nil {
 		return nil, err
