@@ -17,5 +17,7 @@ func TestMain(m *testing.M) {
 		// Incident 2 on kubeadm masters, sandbox up --kubernetes, and the restores. (The
 		// drills are tested in cmd/etcdmedic/drills, a test binary of their own.)
 		KubeAPIServer: true,
+		// The longest, about two minutes (most of it waiting for the informers' backoff).
+		Early: []string{"TestRecoverKubeadmStaticPods"},
 	}))
 }

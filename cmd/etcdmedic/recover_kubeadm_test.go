@@ -33,6 +33,9 @@ type master struct {
 // of them acknowledged is lost, resourceVersions never went back, and every informer's cache
 // equals what etcd holds.
 func TestRecoverKubeadmStaticPods(t *testing.T) {
+	if etcdtest.RanEarly(t) {
+		return
+	}
 	t.Parallel()
 	root := t.TempDir()
 	ms, cli := startKubeadmMasters(t, root)

@@ -26,6 +26,9 @@ type Needs struct {
 	// S3 is set when the tests run a real S3 server (StartS3): SeaweedFS, about 6 minutes to
 	// build the first time.
 	S3 bool
+	// Early names the package's longest tests: when the whole package runs, each starts at
+	// once in a process of its own instead of waiting for a parallel slot (RanEarly).
+	Early []string
 }
 
 // Main runs a test package's tests; call it from TestMain: os.Exit(etcdtest.Main(m, needs)).
@@ -54,6 +57,7 @@ func Main(m *testing.M, needs Needs) int {
 	if flagValue("test.run") == "" && flagValue("test.list") == "" {
 		needs.build()
 	}
+	startEarly(needs.Early)
 	return m.Run()
 }
 
