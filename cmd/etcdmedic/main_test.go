@@ -19,5 +19,7 @@ func TestMain(m *testing.M) {
 		KubeAPIServer: true,
 		// The longest, about two minutes (most of it waiting for the informers' backoff).
 		Early: []string{"TestRecoverKubeadmStaticPods"},
+		// The run's longest package: the others give way to it for the CPU.
+		Foreground: true,
 	}))
 }

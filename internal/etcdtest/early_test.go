@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,28 @@ func TestEarlyHelper(t *testing.T) {
 	t.Logf("the helper ran alone, told to %s", verdict)
 	if verdict == "fail" {
 		t.Error("failing, as told")
+	}
+}
+
+// A package that is not the run's longest gives way to it: every thread of its test binary,
+// and every process it starts, runs at backgroundNice.
+func TestABackgroundPackageGivesWay(t *testing.T) {
+	t.Parallel()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if nice, err := threadNice(tid); err == nil && nice < backgroundNice {
+			t.Errorf("thread %d runs at nice %d", tid, nice)
+		}
+	}
+	out, err := exec.Command("sh", "-c", "cut -d' ' -f19 /proc/self/stat").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nice, _ := strconv.Atoi(strings.TrimSpace(string(out))); nice < backgroundNice {
+		t.Errorf("a process started by a test runs at nice %d", nice)
 	}
 }

@@ -1,12 +1,18 @@
 package etcdtest
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/etcdmedic/etcdmedic/internal/etcdbin"
 )
@@ -29,7 +35,14 @@ type Needs struct {
 	// Early names the package's longest tests: when the whole package runs, each starts at
 	// once in a process of its own instead of waiting for a parallel slot (RanEarly).
 	Early []string
+	// Foreground marks the run's longest package (cmd/etcdmedic). Every other package's test
+	// binary runs at a lower CPU priority (backgroundNice), and every process its tests start
+	// with it, so that on a busy machine it takes what the longest one leaves.
+	Foreground bool
 }
+
+// backgroundNice is the nice value of the test binaries of packages not in the Foreground.
+const backgroundNice = 5
 
 // Main runs a test package's tests; call it from TestMain: os.Exit(etcdtest.Main(m, needs)).
 //
@@ -51,6 +64,11 @@ func Main(m *testing.M, needs Needs) int {
 		return 1
 	}
 	defer rr.end()
+	if !needs.Foreground {
+		if err := niceEveryThread(backgroundNice); err != nil {
+			fmt.Fprintf(os.Stderr, "etcdtest: nice %d: %v\n", backgroundNice, err)
+		}
+	}
 	if !flag.Parsed() {
 		flag.Parse()
 	}
@@ -59,6 +77,43 @@ func Main(m *testing.M, needs Needs) int {
 	}
 	startEarly(needs.Early)
 	return m.Run()
+}
+
+// niceEveryThread raises the nice value of every thread of this process to nice (a process
+// already nicer keeps its own): on Linux it is each thread's, and a new thread or process
+// takes the one of the thread that made it.
+func niceEveryThread(nice int) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		if now, err := threadNice(tid); err != nil || now >= nice {
+			continue // gone, or nice enough
+		}
+		if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
+		}
+	}
+	return nil
+}
+
+// threadNice is thread tid's nice value, from /proc/self/task/TID/stat (field 19).
+func threadNice(tid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 17 {
+		return 0, fmt.Errorf("/proc/self/task/%d/stat: %d fields after the name", tid, len(fields))
+	}
+	return strconv.Atoi(fields[16])
 }
 
 func flagValue(name string) string {
