@@ -88,9 +88,10 @@ func runEarly(exe, name string, args, env []string) (*earlyRun, error) {
 //	if etcdtest.RanEarly(t) {
 //		return
 //	}
-//	t.Parallel()
+//	t.Parallel() // if it is
 //
-// Otherwise (a run of some tests, or the early process itself) the test runs here.
+// Otherwise (a run of some tests, or the early process itself) the test runs here. A test that
+// is not parallel may start early too: its process runs it alone.
 func RanEarly(t *testing.T) bool {
 	r := earlyRuns[t.Name()]
 	if r == nil {
