@@ -17,12 +17,10 @@ func TestMain(m *testing.M) {
 		// Incident 2 on kubeadm masters, sandbox up --kubernetes, and the restores. (The
 		// drills are tested in cmd/etcdmedic/drills, a test binary of their own.)
 		KubeAPIServer: true,
-		// The longest, about two minutes (most of it waiting for the informers' backoff); the
-		// restores under Kubernetes, whose two parallel cases otherwise wait for a slot behind
-		// every other test (subtests queue after the tests) and end the run; and the five-member
-		// recovery, 25 to 35 s, which is not parallel (beside 3 others it once timed out): in a
-		// process of its own it runs beside the few serial tests instead of after them.
-		Early: []string{"TestRecoverKubeadmStaticPods", "TestRestoreUnderKubernetes", "TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor"},
+		// The longest, about two minutes (most of it waiting for the informers' backoff), and
+		// the restores under Kubernetes, whose two parallel cases otherwise wait for a slot
+		// behind every other test (subtests queue after the tests) and end the run.
+		Early: []string{"TestRecoverKubeadmStaticPods", "TestRestoreUnderKubernetes"},
 		// The run's longest package: the others give way to it for the CPU.
 		Foreground: true,
 	}))

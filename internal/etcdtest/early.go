@@ -88,10 +88,9 @@ func runEarly(exe, name string, args, env []string) (*earlyRun, error) {
 //	if etcdtest.RanEarly(t) {
 //		return
 //	}
-//	t.Parallel() // if it is
+//	t.Parallel()
 //
-// Otherwise (a run of some tests, or the early process itself) the test runs here. A test that
-// is not parallel may start early too: its process runs it alone.
+// Otherwise (a run of some tests, or the early process itself) the test runs here.
 func RanEarly(t *testing.T) bool {
 	r := earlyRuns[t.Name()]
 	if r == nil {
