@@ -31,7 +31,11 @@ func TestDrillEveryIncident(t *testing.T) {
 	if code != 0 || strings.Count(out, "PASSED")+strings.Count(out, "SKIPPED: ") != 5 || strings.Contains(out, "FAILED") {
 		t.Fatalf("drill: exit %d:\n%s", code, out)
 	}
+	var table []string // the summary, for go test -v: each drill's operations and outage under this run's load
 	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "DRILL ") || strings.HasSuffix(line, "PASSED") {
+			table = append(table, line)
+		}
 		if strings.Contains(line, "acknowledged writes lost") && !strings.HasSuffix(line, " 0 acknowledged writes lost") {
 			t.Errorf("lost writes: %s", line)
 		}
@@ -41,6 +45,7 @@ func TestDrillEveryIncident(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("drill --kubernetes:\n%s", strings.Join(table, "\n"))
 	if ran := strings.Count(out, "PASSED"); strings.Count(out, "--kubernetes (kube-apiserver ") != ran {
 		t.Errorf("every drill that ran should report its Kubernetes check, passed:\n%s", out)
 	}
