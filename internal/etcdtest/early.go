@@ -67,7 +67,9 @@ func runEarly(exe, name string, args, env []string) (*earlyRun, error) {
 	args = append([]string{"-test.run=^" + regexp.QuoteMeta(name) + "$", "-test.count=1", "-test.v=true"}, args...)
 	r := &earlyRun{done: make(chan struct{})}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(append(os.Environ(), earlyTestEnv+"="+name), env...)
+	// Its run root is made inside this one's (TMPDIR), on this one's tmpfs if there is one: not
+	// a second tmpfs mounted inside the first.
+	cmd.Env = append(append(os.Environ(), earlyTestEnv+"="+name, onDiskEnv+"=1"), env...)
 	cmd.Stdout, cmd.Stderr = &r.out, &r.out
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
