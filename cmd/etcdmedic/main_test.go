@@ -17,10 +17,8 @@ func TestMain(m *testing.M) {
 		// Incident 2 on kubeadm masters, sandbox up --kubernetes, and the restores. (The
 		// drills are tested in cmd/etcdmedic/drills, a test binary of their own.)
 		KubeAPIServer: true,
-		// The longest, about two minutes (most of it waiting for the informers' backoff), and
-		// the restores under Kubernetes, whose two parallel cases otherwise wait for a slot
-		// behind every other test (subtests queue after the tests) and end the run.
-		Early: []string{"TestRecoverKubeadmStaticPods", "TestRestoreUnderKubernetes"},
+		// The longest, about two minutes (most of it waiting for the informers' backoff).
+		Early: []string{"TestRecoverKubeadmStaticPods"},
 		// The run's longest package: the others give way to it for the CPU.
 		Foreground: true,
 	}))
