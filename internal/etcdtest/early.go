@@ -100,9 +100,34 @@ func RanEarly(t *testing.T) bool {
 	}
 	t.Parallel()
 	<-r.done // bounded by the process's own -test.timeout
-	t.Logf("ran in a process of its own from the start of the run (%s):\n%s", r.took.Round(time.Second), r.out.String())
-	if r.err != nil {
-		t.Errorf("%s, run in a process of its own: %v", t.Name(), r.err)
+	out := r.out.String()
+	t.Logf("ran in a process of its own from the start of the run (%s):\n%s", r.took.Round(time.Second), out)
+	switch v := r.verdict(t.Name()); v {
+	case earlyPassed:
+	case earlySkipped:
+		t.Skip("skipped in its own process")
+	default:
+		t.Errorf("%s, run in a process of its own: %s", t.Name(), v)
 	}
 	return true
+}
+
+const (
+	earlyPassed  = "passed"
+	earlySkipped = "skipped"
+)
+
+// verdict is how test name ended in r's process: earlyPassed, earlySkipped, or what went wrong
+// (it failed, or the process ran no such test).
+func (r *earlyRun) verdict(name string) string {
+	out := r.out.String()
+	switch {
+	case r.err != nil:
+		return r.err.Error()
+	case strings.Contains(out, "--- SKIP: "+name+" "):
+		return earlySkipped
+	case strings.Contains(out, "--- PASS: "+name+" "):
+		return earlyPassed
+	}
+	return "its process ended without running it"
 }

@@ -14,32 +14,38 @@ import (
 const helperVerdictEnv = "ETCDTEST_EARLY_HELPER_VERDICT"
 
 // A test started early runs alone in a process of its own, and what it printed and how it
-// ended come back: a pass as a pass, a failure as a failure with its message.
+// ended come back: a pass as a pass, a skip as a skip, a failure as a failure with its
+// message, and a process that ran no such test (a name left in Needs.Early) as a failure.
 func TestAnEarlyTestBringsBackItsOutputAndVerdict(t *testing.T) {
 	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, verdict := range []string{"pass", "fail"} {
-		r, err := runEarly(exe, "TestEarlyHelper", []string{"-test.timeout=1m"}, []string{helperVerdictEnv + "=" + verdict})
+	for _, tc := range []struct{ test, told, want string }{
+		{"TestEarlyHelper", "pass", earlyPassed},
+		{"TestEarlyHelper", "skip", earlySkipped},
+		{"TestEarlyHelper", "fail", "exit status 1"},
+		{"TestNoSuchTest", "pass", "its process ended without running it"},
+	} {
+		r, err := runEarly(exe, tc.test, []string{"-test.timeout=1m"}, []string{helperVerdictEnv + "=" + tc.told})
 		if err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case <-r.done:
 		case <-time.After(time.Minute):
-			t.Fatalf("%s: the early process did not end in a minute", verdict)
+			t.Fatalf("%s told to %s: the early process did not end in a minute", tc.test, tc.told)
 		}
 		out := r.out.String()
-		if !strings.Contains(out, "the helper ran alone, told to "+verdict) || strings.Contains(out, "TestAnEarlyTest") {
-			t.Errorf("%s: the process's output:\n%s", verdict, out)
+		if got := r.verdict(tc.test); got != tc.want {
+			t.Errorf("%s told to %s: verdict %q, want %q:\n%s", tc.test, tc.told, got, tc.want, out)
+		}
+		if (tc.test == "TestEarlyHelper" && !strings.Contains(out, "the helper ran alone, told to "+tc.told)) || strings.Contains(out, "TestAnEarlyTest") {
+			t.Errorf("%s told to %s: the process's output:\n%s", tc.test, tc.told, out)
 		}
 		var exit *exec.ExitError
-		switch {
-		case verdict == "pass" && r.err != nil:
-			t.Errorf("a passing test ended its process with %v:\n%s", r.err, out)
-		case verdict == "fail" && (!errors.As(r.err, &exit) || !strings.Contains(out, "--- FAIL: TestEarlyHelper")):
+		if tc.told == "fail" && (!errors.As(r.err, &exit) || !strings.Contains(out, "--- FAIL: TestEarlyHelper")) {
 			t.Errorf("a failing test ended its process with %v:\n%s", r.err, out)
 		}
 	}
@@ -52,8 +58,11 @@ func TestEarlyHelper(t *testing.T) {
 		t.Skip("run by TestAnEarlyTestBringsBackItsOutputAndVerdict")
 	}
 	t.Logf("the helper ran alone, told to %s", verdict)
-	if verdict == "fail" {
+	switch verdict {
+	case "fail":
 		t.Error("failing, as told")
+	case "skip":
+		t.Skip("skipping, as told")
 	}
 }
 

@@ -1,14 +1,12 @@
 package etcdtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -102,16 +100,11 @@ func niceEveryThread(nice int) error {
 	return nil
 }
 
-// threadNice is thread tid's nice value, from /proc/self/task/TID/stat (field 19).
+// threadNice is thread tid's nice value (field 19 of proc(5)).
 func threadNice(tid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	fields, err := statFields(fmt.Sprintf("/proc/self/task/%d/stat", tid), 17)
 	if err != nil {
 		return 0, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces.
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(fields) < 17 {
-		return 0, fmt.Errorf("/proc/self/task/%d/stat: %d fields after the name", tid, len(fields))
 	}
 	return strconv.Atoi(fields[16])
 }

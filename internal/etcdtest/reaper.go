@@ -302,19 +302,29 @@ func ownerGone(root string) bool {
 // startTime is the start time (in clock ticks since boot) of process pid, which tells it apart
 // from a later process with the same pid; a zombie counts as gone.
 func startTime(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fields, err := statFields(fmt.Sprintf("/proc/%d/stat", pid), 20)
 	if err != nil {
-		return 0, fmt.Errorf("read the state of pid %d: %w", pid, err)
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // the command may hold spaces
-	if len(fields) < 20 {
-		return 0, fmt.Errorf("pid %d: short /proc stat %q", pid, s)
+		return 0, err
 	}
 	if fields[0] == "Z" || fields[0] == "X" {
 		return 0, fmt.Errorf("pid %d has exited", pid)
 	}
 	return strconv.ParseUint(fields[19], 10, 64) // field 22 of proc(5), counting from state (3)
+}
+
+// statFields reads a /proc stat file (a process's or a thread's) and returns its fields after
+// the command name, from the state (field 3 of proc(5)) on: at least n of them.
+func statFields(path string, n int) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // the command may hold spaces
+	if len(fields) < n {
+		return nil, fmt.Errorf("short %s: %q", path, s)
+	}
+	return fields, nil
 }
 
 // environ reads the environment process pid started with.
