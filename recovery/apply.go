@@ -55,6 +55,9 @@ type Applier struct {
 	backgroundDone chan struct{}
 	// beforeBackgroundCopy, when set (by tests), is called as a background copy of m begins.
 	beforeBackgroundCopy func(m PlanMember)
+	// firstRunServing is when the survivor's first run alone, started by this process with
+	// shortRunFlags, served its first write (zero: not started so by this process).
+	firstRunServing time.Time
 }
 
 // Report is what apply did.
@@ -207,7 +210,7 @@ func (a *Applier) othersStopped() error {
 		if m.Runbook != "" {
 			continue // its node is the operator's; its checkpoint was checked over the etcd API
 		}
-		if running, forced := isForced(m); m.Name == a.Plan.Survivor && running && forced {
+		if running, first := inFirstRun(m); m.Name == a.Plan.Survivor && running && first {
 			continue
 		}
 		if err := local.VerifyStopped(m.DataDir); err != nil {
@@ -261,14 +264,15 @@ func (a *Applier) runtimeFor(m PlanMember) runtime.Runtime {
 
 // forceOffline leaves a local survivor alone while it is stopped: its whole log committed,
 // then the configuration changes --force-new-cluster would make appended to its WAL
-// (forceAlone). It then starts normally, once: no flag to take off with a second start, none
-// for a supervisor to apply again later. A rerun finds it started (it serves writes: an old
-// member short of quorum never answers) or finishes the offline part.
+// (forceAlone). It then starts without --force-new-cluster: no flag that a supervisor could
+// apply again later. Its first run alone gets shortRunFlags when the plan restarts it clean
+// afterwards. A rerun finds it started (it serves writes: an old member short of quorum never
+// answers) or finishes the offline part.
 func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
-	running, forced := isForced(survivor)
+	running, first := inFirstRun(survivor)
 	switch {
-	case running && forced:
-		// Forced with the flag by an earlier etcdmedic; restart-clean takes the flag off.
+	case running && first:
+		// Started alone by an earlier run of this step; restart-clean restarts it with its own settings.
 	case running:
 		if err := a.waitWrites(ctx, survivor); err != nil {
 			return fmt.Errorf("%s runs, but not as the one-member cluster this step makes (started by a supervisor before it was left alone?): stop it and apply again: %w", survivor.Name, err)
@@ -301,12 +305,19 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 			a.say("%s left alone offline: removals of %v appended to its WAL and committed (what --force-new-cluster does at start)", survivor.Name, removed)
 		}
 		plan.Crashpoint("force-new-cluster:alone")
-		spec := a.spec(survivor)
+		spec := a.spec(survivor, a.Plan.firstRunFlags()...)
 		spec.ClusterState = "existing"
 		if err := a.runtimeFor(survivor).Start(ctx, spec); err != nil {
 			return err
 		}
 		plan.Crashpoint("force-new-cluster:started")
+		if err := a.waitWrites(ctx, survivor); err != nil {
+			return err
+		}
+		if len(a.Plan.firstRunFlags()) > 0 {
+			a.firstRunServing = time.Now()
+		}
+		return nil
 	}
 	return a.waitWrites(ctx, survivor)
 }
@@ -322,24 +333,6 @@ func (a *Applier) forceByFlag(ctx context.Context, survivor PlanMember) error {
 	return a.waitWrites(ctx, survivor)
 }
 
-// forcedRunFlags start the survivor's short --force-new-cluster run. It is a one-member
-// cluster that lives a few seconds, so it elects itself at once (a 100 ms election timeout
-// instead of 1 s), and it takes a snapshot once it has applied 1,000 entries past the last one:
-// the clean restart that follows then replays the WAL from that snapshot instead of from the
-// previous one, which is most of a restart's time when many large entries followed it (10 s of
-// a 1 GiB member's restart). Neither flag outlives the forced run.
-var forcedRunFlags = []string{"--force-new-cluster", "--heartbeat-interval=10", "--election-timeout=100", "--snapshot-count=1000"}
-
-// isForced reports whether m runs with --force-new-cluster now. A runbook member's process is
-// on another node: running is false, and the step asks the operator (who sees it).
-func isForced(m PlanMember) (running, forced bool) {
-	if m.Runbook != "" {
-		return false, false
-	}
-	_, args, ok := local.FindProcess(m.DataDir)
-	return ok, ok && local.HasFlag(args, "--force-new-cluster")
-}
-
 func (a *Applier) say(format string, args ...any) {
 	fmt.Fprintf(a.Out, "    "+format+"\n", args...)
 }
@@ -349,7 +342,7 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 	survivor := p.Member(p.Survivor)
 	switch s.Kind {
 	case StepForceNewCluster, StepRestoreSnapshot:
-		if running, _ := isForced(survivor); running {
+		if running, _ := inFirstRun(survivor); running {
 			break // a rerun: this step already started the survivor alone
 		}
 		if err := a.othersStopped(); err != nil {
@@ -399,12 +392,16 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 			if err := rt.Stop(ctx, a.spec(survivor)); err != nil {
 				return err
 			}
-		} else if _, forced := isForced(survivor); forced {
-			if err := rt.Stop(ctx, a.spec(survivor)); err != nil {
+		} else if _, first := inFirstRun(survivor); first {
+			if err := a.letClientsBack(ctx, survivor); err != nil {
 				return err
 			}
+			if err := withStopGrace(rt, FirstRunStopGrace).Stop(ctx, a.spec(survivor)); err != nil {
+				return err
+			}
+			plan.Crashpoint("restart-clean:stopped")
 		}
-		if running, _ := isForced(survivor); !running {
+		if running, _ := inFirstRun(survivor); !running {
 			// Existing, not new: whatever runs this manifest later must not bootstrap.
 			spec := a.spec(survivor)
 			spec.ClusterState = "existing"

@@ -225,9 +225,16 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			plan.NewStep(StepRestoreSnapshot, "", fmt.Sprintf("quarantine %s's data, restore %s (revision %d%s) into its data dir as a one-member cluster with %s, start it and wait until it serves writes", s.Name, src.Path, src.Revision, src.bumpNote(), src.Etcdutl)),
 			plan.NewStep(StepRemoveLeftovers, "", fmt.Sprintf("make sure %s is alone", s.Name)))
 	} else if sv := p.Member(s.Name); sv.Runbook == "" {
+		start := "then start it normally (no flag)"
+		if shortFirstRun(sv, p.PassEnv) {
+			start = "then start it without --force-new-cluster, this first run alone with " + strings.Join(shortRunFlags, " ") + " (it elects itself at once)"
+		}
 		p.Steps = append(p.Steps,
-			plan.NewStep(StepForceNewCluster, "", tailCutNote(s)+fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; then start it normally (no flag) and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed())),
+			plan.NewStep(StepForceNewCluster, "", tailCutNote(s)+fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; %s, and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed(), start)),
 			plan.NewStep(StepRemoveLeftovers, "", fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)))
+		if shortFirstRun(sv, p.PassEnv) {
+			p.Steps = append(p.Steps, plan.NewStep(StepRestartClean, "", fmt.Sprintf("once its first run has served %s, restart %s with its own settings (SIGTERM, SIGKILL after %s: alone, it acknowledged only what its WAL holds), before any member rejoins", FirstRunServes, s.Name, FirstRunStopGrace)))
+		}
 	} else if s.TailCut != "" {
 		// The cut is made on the data dir itself, which is on the operator's node.
 		return nil, fmt.Errorf("%s, the survivor, runs from a printed runbook, but %s: run recover plan on %s's node, where etcdmedic can cut it", s.Name, s.TailCut, s.Name)

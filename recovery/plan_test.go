@@ -3,12 +3,14 @@ package recovery
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcdmedic/etcdmedic"
 
+	"github.com/etcdmedic/etcdmedic/plan"
 	"github.com/etcdmedic/etcdmedic/runtime/runbook"
 )
 
@@ -31,15 +33,44 @@ func TestPlanStepsFollowTheRunbook(t *testing.T) {
 	for _, s := range p.Steps {
 		ids = append(ids, s.ID)
 	}
-	want := "stop-all backup force-new-cluster remove-leftovers rejoin:m2 rejoin:m3 verify"
+	want := "stop-all backup force-new-cluster remove-leftovers restart-clean rejoin:m2 rejoin:m3 verify"
 	if strings.Join(ids, " ") != want {
 		t.Errorf("steps %v, want %s", ids, want)
 	}
 	if m := p.Member("m3"); !m.KubeadmJoin || m.Runbook != runbook.Kubeadm {
 		t.Errorf("m3 %+v: a kubeadm-join member is a kubeadm runbook member", m)
 	}
-	if !strings.Contains(p.Steps[5].Title, "kubeadm join --control-plane") {
-		t.Errorf("m3's rejoin: %q", p.Steps[5].Title)
+	if !strings.Contains(p.Steps[6].Title, "kubeadm join --control-plane") {
+		t.Errorf("m3's rejoin: %q", p.Steps[6].Title)
+	}
+}
+
+// The survivor's first run alone elects itself at once, and restart-clean gives it back its
+// own settings before anyone rejoins; where those settings cannot be overridden, it starts
+// once, with them.
+func TestTheSurvivorsFirstRunIsShortOnlyWhereItsSettingsCanBeRestored(t *testing.T) {
+	for name, tt := range map[string]struct {
+		o         PlanOptions
+		first     []string
+		restarted bool
+	}{
+		"a local process":                       {PlanOptions{}, shortRunFlags, true},
+		"its election timeout passed in ETCD_*": {PlanOptions{PassEnv: []string{"ETCD_ELECTION_TIMEOUT=5000"}}, nil, false},
+		"its snapshot count passed in ETCD_*":   {PlanOptions{PassEnv: []string{"ETCD_SNAPSHOT_COUNT=10000"}}, nil, false},
+		"another variable passed":               {PlanOptions{PassEnv: []string{"ETCD_QUOTA_BACKEND_BYTES=8589934592"}}, shortRunFlags, true},
+		"on another node, forced by a runbook":  {PlanOptions{Runbook: map[string]runbook.Style{"m1": runbook.Process}}, nil, true},
+	} {
+		tt.o.BackupDir = t.TempDir()
+		p, err := NewPlan(assessed(t), tt.o, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := p.firstRunFlags(); p.Member("m1").Runbook == "" && !slices.Equal(got, tt.first) {
+			t.Errorf("%s: first run with %v, want %v", name, got, tt.first)
+		}
+		if got := slices.ContainsFunc(p.Steps, func(s plan.Step) bool { return s.Kind == StepRestartClean }); got != tt.restarted {
+			t.Errorf("%s: restart-clean in the plan %v, want %v", name, got, tt.restarted)
+		}
 	}
 }
 

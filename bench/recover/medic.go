@@ -31,8 +31,15 @@ func runEtcdmedic(ctx context.Context, t tools, set *dataSet, dirs []string, run
 		args = append(args, "--etcd-flag="+f)
 	}
 	started := time.Now()
-	if out, err := exec.CommandContext(ctx, t.etcdmedic, args...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("etcdmedic recover plan: %v\n%s", err, out)
+	planCmd := exec.CommandContext(ctx, t.etcdmedic, args...)
+	// plan's progress is kept beside apply's, stamped the same way.
+	var planErr stampedLines
+	planErr.start = started
+	planCmd.Stderr = &planErr
+	out, err := planCmd.Output()
+	os.WriteFile(filepath.Join(runDir, "plan.log"), planErr.buf.Bytes(), 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("etcdmedic recover plan: %v\n%s\n%s", err, out, planErr.buf.String())
 	}
 	steps := []stepTime{{"plan", time.Since(started)}}
 	cmd := exec.CommandContext(ctx, t.etcdmedic, "recover", "apply", planDir, "--yes", "-w", "json")
@@ -41,7 +48,7 @@ func runEtcdmedic(ctx context.Context, t tools, set *dataSet, dirs []string, run
 	var stderr stampedLines
 	stderr.start = time.Now()
 	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err = cmd.Output()
 	os.WriteFile(filepath.Join(runDir, "apply.log"), stderr.buf.Bytes(), 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("etcdmedic recover apply: %v\n%s\n%s", err, out, stderr.buf.String())

@@ -185,6 +185,9 @@ func TestRecoverResumesAfterBeingKilledAnywhere(t *testing.T) {
 			// Left alone on disk, not started; then started, not yet serving.
 			points = append(points, s.ID+":alone", s.ID+":started")
 		}
+		if s.ID == "restart-clean" {
+			points = append(points, s.ID+":stopped") // the first run alone stopped, not started again
+		}
 		points = append(points, s.ID+":done")
 		if s.ID == "backup" {
 			points = append(points, "backup:"+other+":copied")

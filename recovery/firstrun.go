@@ -1,0 +1,90 @@
+package recovery
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/etcdmedic/etcdmedic/runtime"
+	"github.com/etcdmedic/etcdmedic/runtime/local"
+)
+
+// shortRunFlags start the survivor's first run alone, which restart-clean ends. Alone, it is a
+// one-member cluster, so it elects itself at once (a 100 ms election timeout instead of the
+// usual 1 s: etcd fast-forwards the first election only for a member whose stored membership
+// has one member, and a survivor left alone still stores the old one until it has applied the
+// removals), and it takes a snapshot once it has applied 1,000 entries past the last one, so
+// that the restart replays the WAL from there. None of them outlives the first run: restart-clean
+// stops it before any member rejoins and starts it with the member's own settings.
+var shortRunFlags = []string{"--heartbeat-interval=10", "--election-timeout=100", "--snapshot-count=1000"}
+
+// forcedRunFlags start the survivor's short --force-new-cluster run, on another node (the
+// operator follows a runbook).
+var forcedRunFlags = append([]string{"--force-new-cluster"}, shortRunFlags...)
+
+// shortFirstRun reports whether a survivor that etcdmedic starts itself, as a local process,
+// gets shortRunFlags for its first run. Not when the operator passes any of their variables:
+// etcd refuses to start with a flag and its variable both set. Static pods keep their
+// manifest's settings: kubelet would take one more restart of its own to take them off.
+func shortFirstRun(sv PlanMember, passEnv []string) bool {
+	if sv.Manifest != "" || sv.Runbook != "" {
+		return false
+	}
+	return runtime.Conflicts(passEnv, shortRunFlags) == nil
+}
+
+// firstRunFlags are the flags the survivor's first run after forceOffline gets: shortRunFlags
+// when the plan restarts it clean afterwards (plans made before the short run had no such step).
+func (p *Plan) firstRunFlags() []string {
+	for _, s := range p.Steps {
+		if s.Kind == StepRestartClean {
+			return shortRunFlags
+		}
+	}
+	return nil
+}
+
+// inFirstRun reports whether m runs, and whether as the recovery's first run alone: with
+// --force-new-cluster, or with every one of shortRunFlags. A runbook member's process is on
+// another node: running is false, and the step asks the operator (who sees it).
+func inFirstRun(m PlanMember) (running, first bool) {
+	if m.Runbook != "" {
+		return false, false
+	}
+	_, args, ok := local.FindProcess(m.DataDir)
+	if !ok {
+		return false, false
+	}
+	if local.HasFlag(args, "--force-new-cluster") {
+		return true, true
+	}
+	for _, f := range shortRunFlags {
+		if !slices.Contains(args, f) {
+			return true, false
+		}
+	}
+	return true, true
+}
+
+// FirstRunServes is how long the survivor's first run alone serves before restart-clean
+// restarts it, counted from its first write. The clients that found the cluster down retry
+// with a growing backoff (gRPC's default waits 1 s, then 1.6 times longer each time, give or
+// take a fifth: 3 to 5 s into an outage, its tries are 2.6 s apart). A restart before they
+// come back would add its own outage to theirs; 3 s lets most of them write first.
+const FirstRunServes = 3 * time.Second
+
+// letClientsBack waits, before the first run's restart, until it has served FirstRunServes
+// (when this process started it and saw its first write).
+func (a *Applier) letClientsBack(ctx context.Context, survivor PlanMember) error {
+	wait := time.Until(a.firstRunServing.Add(FirstRunServes))
+	if a.firstRunServing.IsZero() || wait <= 0 {
+		return nil
+	}
+	a.say("%s serves alone; restarting it with its own settings in %s, once clients backing off have found it up", survivor.Name, wait.Round(100*time.Millisecond))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
