@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -87,6 +88,11 @@ func checkRecovered(t *testing.T, c *etcdtest.Cluster, ledger *etcdtest.Ledger, 
 		t.Fatalf("backups: %v", err)
 	}
 	for _, m := range p.Members {
+		// The survivor's first run alone had a 100 ms election timeout: restart-clean gave it
+		// back its own settings before anyone rejoined.
+		if _, args, ok := local.FindProcess(m.DataDir); ok && slices.Contains(args, "--election-timeout=100") {
+			t.Errorf("%s still runs with its first run's settings: %v", m.Name, args)
+		}
 		qs, _ := filepath.Glob(m.DataDir + ".etcdmedic-quarantine/*")
 		for _, q := range qs {
 			if err := guard.Verify(q); err != nil {
