@@ -56,7 +56,8 @@ func TestTheSurvivorsFirstRunIsShortOnlyWhereItsSettingsCanBeRestored(t *testing
 	}{
 		"a local process":                       {PlanOptions{}, shortRunFlags, true},
 		"its election timeout passed in ETCD_*": {PlanOptions{PassEnv: []string{"ETCD_ELECTION_TIMEOUT=5000"}}, nil, false},
-		"its snapshot count passed in ETCD_*":   {PlanOptions{PassEnv: []string{"ETCD_SNAPSHOT_COUNT=10000"}}, nil, false},
+		"its heartbeat passed in ETCD_*":        {PlanOptions{PassEnv: []string{"ETCD_HEARTBEAT_INTERVAL=250"}}, nil, false},
+		"its snapshot count passed":             {PlanOptions{PassEnv: []string{"ETCD_SNAPSHOT_COUNT=10000"}}, shortRunFlags, true},
 		"another variable passed":               {PlanOptions{PassEnv: []string{"ETCD_QUOTA_BACKEND_BYTES=8589934592"}}, shortRunFlags, true},
 		"on another node, forced by a runbook":  {PlanOptions{Runbook: map[string]runbook.Style{"m1": runbook.Process}}, nil, true},
 	} {
