@@ -210,7 +210,7 @@ func (a *Applier) othersStopped() error {
 		if m.Runbook != "" {
 			continue // its node is the operator's; its checkpoint was checked over the etcd API
 		}
-		if running, first := inFirstRun(m); m.Name == a.Plan.Survivor && running && first {
+		if m.Name == a.Plan.Survivor && runsForced(m) {
 			continue
 		}
 		if err := local.VerifyStopped(m.DataDir); err != nil {
@@ -269,11 +269,10 @@ func (a *Applier) runtimeFor(m PlanMember) runtime.Runtime {
 // afterwards. A rerun finds it started (it serves writes: an old member short of quorum never
 // answers) or finishes the offline part.
 func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
-	running, first := inFirstRun(survivor)
-	switch {
-	case running && first:
-		// Started alone by an earlier run of this step; restart-clean restarts it with its own settings.
-	case running:
+	if running, _ := inFirstRun(survivor); running {
+		// Started by an earlier run of this step (restart-clean restarts its first run with the
+		// member's own settings), or by someone else: its flags prove nothing (a tuned member
+		// may run with the first run's timing).
 		if err := a.waitWrites(ctx, survivor); err != nil {
 			return fmt.Errorf("%s runs, but not as the one-member cluster this step makes (started by a supervisor before it was left alone?): stop it and apply again: %w", survivor.Name, err)
 		}
@@ -284,42 +283,40 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 		}
 		a.say("%s already runs alone and serves writes (started by an earlier run of this step)", survivor.Name)
 		return nil
-	default:
-		if from, where, err := cutInvalidTail(survivor.DataDir, survivor.WALDir); err != nil {
-			return fmt.Errorf("cut %s's invalid WAL tail: %w", survivor.Name, err)
-		} else if from > 0 {
-			a.say("%s's WAL cut before entry %d, not a raft log from there (%s; kept in its backup)", survivor.Name, from, where)
-		}
-		before, after, err := commitWholeLog(survivor.DataDir, survivor.WALDir)
-		if err != nil {
-			return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)
-		}
-		if after > before {
-			a.say("%s's whole log committed: commit index %d -> %d (%d entries kept that --force-new-cluster alone would drop)", survivor.Name, before, after, after-before)
-		}
-		removed, err := forceAlone(survivor.DataDir, survivor.WALDir)
-		if err != nil {
-			return fmt.Errorf("leave %s alone: %w", survivor.Name, err)
-		}
-		if len(removed) > 0 {
-			a.say("%s left alone offline: removals of %v appended to its WAL and committed (what --force-new-cluster does at start)", survivor.Name, removed)
-		}
-		plan.Crashpoint("force-new-cluster:alone")
-		spec := a.spec(survivor, a.Plan.firstRunFlags()...)
-		spec.ClusterState = "existing"
-		if err := a.runtimeFor(survivor).Start(ctx, spec); err != nil {
-			return err
-		}
-		plan.Crashpoint("force-new-cluster:started")
-		if err := a.waitWrites(ctx, survivor); err != nil {
-			return err
-		}
-		if len(a.Plan.firstRunFlags()) > 0 {
-			a.firstRunServing = time.Now()
-		}
-		return nil
 	}
-	return a.waitWrites(ctx, survivor)
+	if from, where, err := cutInvalidTail(survivor.DataDir, survivor.WALDir); err != nil {
+		return fmt.Errorf("cut %s's invalid WAL tail: %w", survivor.Name, err)
+	} else if from > 0 {
+		a.say("%s's WAL cut before entry %d, not a raft log from there (%s; kept in its backup)", survivor.Name, from, where)
+	}
+	before, after, err := commitWholeLog(survivor.DataDir, survivor.WALDir)
+	if err != nil {
+		return fmt.Errorf("commit %s's whole log: %w", survivor.Name, err)
+	}
+	if after > before {
+		a.say("%s's whole log committed: commit index %d -> %d (%d entries kept that --force-new-cluster alone would drop)", survivor.Name, before, after, after-before)
+	}
+	removed, err := forceAlone(survivor.DataDir, survivor.WALDir)
+	if err != nil {
+		return fmt.Errorf("leave %s alone: %w", survivor.Name, err)
+	}
+	if len(removed) > 0 {
+		a.say("%s left alone offline: removals of %v appended to its WAL and committed (what --force-new-cluster does at start)", survivor.Name, removed)
+	}
+	plan.Crashpoint("force-new-cluster:alone")
+	spec := a.spec(survivor, a.Plan.firstRunFlags()...)
+	spec.ClusterState = "existing"
+	if err := a.runtimeFor(survivor).Start(ctx, spec); err != nil {
+		return err
+	}
+	plan.Crashpoint("force-new-cluster:started")
+	if err := a.waitWrites(ctx, survivor); err != nil {
+		return err
+	}
+	if len(a.Plan.firstRunFlags()) > 0 {
+		a.firstRunServing = time.Now()
+	}
+	return nil
 }
 
 // forceByFlag starts a survivor on another node (the operator follows a runbook) with
@@ -396,7 +393,8 @@ func (a *Applier) run(ctx context.Context, s plan.Step, rep *Report) error {
 			if err := a.letClientsBack(ctx, survivor); err != nil {
 				return err
 			}
-			if err := withStopGrace(rt, FirstRunStopGrace).Stop(ctx, a.spec(survivor)); err != nil {
+			// etcdmedic started the first run as a local process (a systemd unit stays stopped).
+			if err := a.stoppingFirstRun(ctx, survivor).Stop(ctx, a.spec(survivor)); err != nil {
 				return err
 			}
 			plan.Crashpoint("restart-clean:stopped")

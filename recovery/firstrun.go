@@ -3,7 +3,10 @@ package recovery
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/coreos/go-semver/semver"
 
 	"github.com/etcdmedic/etcdmedic/runtime"
 	"github.com/etcdmedic/etcdmedic/runtime/local"
@@ -37,8 +40,12 @@ func shortFirstRun(sv PlanMember, passEnv []string) bool {
 }
 
 // firstRunFlags are the flags the survivor's first run after forceOffline gets: shortRunFlags
-// when the plan restarts it clean afterwards (plans made before the short run had no such step).
+// when it may have them and the plan restarts it clean afterwards. (Older plans had a
+// restart-clean step for every survivor, static pods and passed variables included.)
 func (p *Plan) firstRunFlags() []string {
+	if !shortFirstRun(p.Member(p.Survivor), p.PassEnv) {
+		return nil
+	}
 	for _, s := range p.Steps {
 		if s.Kind == StepRestartClean {
 			return shortRunFlags
@@ -69,6 +76,16 @@ func inFirstRun(m PlanMember) (running, first bool) {
 	return true, true
 }
 
+// runsForced reports whether m runs with --force-new-cluster: alone, whatever else it runs
+// with (shortRunFlags alone could be a tuned member's own settings).
+func runsForced(m PlanMember) bool {
+	if m.Runbook != "" {
+		return false
+	}
+	_, args, ok := local.FindProcess(m.DataDir)
+	return ok && local.HasFlag(args, "--force-new-cluster")
+}
+
 // FirstRunServes is how long the survivor's first run alone serves before restart-clean
 // restarts it, counted from its first write. The clients that found the cluster down retry
 // with a growing backoff (gRPC's default waits 1 s, then 1.6 times longer each time, give or
@@ -90,4 +107,46 @@ func (a *Applier) letClientsBack(ctx context.Context, survivor PlanMember) error
 	case <-time.After(wait):
 		return nil
 	}
+}
+
+// stoppingFirstRun is how restart-clean stops the survivor's first run: as the local process
+// etcdmedic started it as, killed FirstRunStopGrace after SIGTERM when its etcd acknowledges a
+// write alone only once its WAL holds it, else given etcd's whole graceful stop.
+func (a *Applier) stoppingFirstRun(ctx context.Context, m PlanMember) runtime.Runtime {
+	rt := a.Runtime
+	if rt.Grace == 0 && a.durableAlone(ctx, m) {
+		rt.Grace = FirstRunStopGrace
+	}
+	return rt
+}
+
+// durableAlone asks m's running etcd its version (see durableSingleMemberAcks); false when it
+// cannot tell.
+func (a *Applier) durableAlone(ctx context.Context, m PlanMember) bool {
+	cli, err := a.client(m.ClientURLs)
+	if err != nil {
+		return false
+	}
+	defer cli.Close()
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := cli.Status(sctx, m.ClientURLs[0])
+	return err == nil && durableSingleMemberAcks(st.Version)
+}
+
+// durableSingleMemberAcks reports whether etcd of version v, as a one-member cluster,
+// acknowledges a write only once its WAL holds it on disk: v3.5.5 and later, v3.4.21 and
+// later in 3.4 (etcd #14370: earlier, a kill could lose an acknowledged write).
+func durableSingleMemberAcks(v string) bool {
+	ver, err := semver.NewVersion(strings.TrimPrefix(v, "v"))
+	if err != nil || ver.Major != 3 {
+		return err == nil && ver.Major > 3
+	}
+	switch ver.Minor {
+	case 4:
+		return ver.Patch >= 21
+	case 5:
+		return ver.Patch >= 5
+	}
+	return ver.Minor > 5
 }

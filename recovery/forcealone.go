@@ -19,9 +19,9 @@ import (
 // leave the member alone (every other voter and learner removed, itself added first if its
 // own log lacks it), built by etcd's own storage.CreateConfigChangeEnts from the same inputs
 // etcd uses (the newest snapshot's ConfState and the ConfChange entries after it), and commits
-// them. Started normally after this, etcd applies them as it would a forced start's, with no
-// flag that a later restart (a kubelet, a systemd unit) could apply a second time, and with
-// no second start to take the flag off.
+// them. Started after this without --force-new-cluster, etcd applies them as it would a
+// forced start's, with no flag that a later restart (a kubelet, a systemd unit) could apply a
+// second time.
 //
 // It returns the IDs it removed; run again, it finds the member alone and changes nothing.
 func forceAlone(dataDir, walDir string) (removed []etcdmedic.ID, err error) {

@@ -233,7 +233,7 @@ func NewPlan(a *Assessment, o PlanOptions, now time.Time) (*Plan, error) {
 			plan.NewStep(StepForceNewCluster, "", tailCutNote(s)+fmt.Sprintf("leave %s alone, offline: commit its whole log (a HardState with commit index %d appended to its WAL: %d entries past its commit index %d are kept, that --force-new-cluster alone would drop), append to its WAL, committed, the removals of every other member that --force-new-cluster would make at start; %s, and wait until it serves writes", s.Name, s.Kept(), s.PastCommit(), s.Committed(), start)),
 			plan.NewStep(StepRemoveLeftovers, "", fmt.Sprintf("make sure %s is alone: remove any member or learner the removals left behind (etcd #20055, #20896)", s.Name)))
 		if shortFirstRun(sv, p.PassEnv) {
-			p.Steps = append(p.Steps, plan.NewStep(StepRestartClean, "", fmt.Sprintf("once its first run has served %s, restart %s with its own settings (SIGTERM, SIGKILL after %s: alone, it acknowledged only what its WAL holds), before any member rejoins", FirstRunServes, s.Name, FirstRunStopGrace)))
+			p.Steps = append(p.Steps, plan.NewStep(StepRestartClean, "", fmt.Sprintf("once its first run has served %s, restart %s with its own settings, before any member rejoins (SIGTERM, SIGKILL after %s where its etcd, v3.5.5 or later, acknowledged alone only what its WAL holds)", FirstRunServes, s.Name, FirstRunStopGrace)))
 		}
 	} else if s.TailCut != "" {
 		// The cut is made on the data dir itself, which is on the operator's node.

@@ -9,7 +9,7 @@ const (
 	StepForceNewCluster plan.StepKind = "force-new-cluster" // the survivor alone, its log kept
 	StepRestoreSnapshot plan.StepKind = "restore-snapshot"  // the survivor rebuilt from a snapshot
 	StepRemoveLeftovers plan.StepKind = "remove-leftovers"  // members the forced start left behind
-	StepRestartClean    plan.StepKind = "restart-clean"     // the survivor's first run alone, restarted with its own settings
+	StepRestartClean    plan.StepKind = "restart-clean"     // the survivor's first run alone (forced, or short), restarted as itself
 	StepRejoin          plan.StepKind = "rejoin"            // one member: quarantined, added as a learner, promoted
 	StepVerify          plan.StepKind = "verify"            // every member up, hashes equal
 )

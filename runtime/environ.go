@@ -38,9 +38,10 @@ func Environ(pass []string) []string {
 // (MemberSpec.Flags, a forced start, a restore). etcd refuses to start when a flag and its
 // ETCD_* variable are both set (pkg/flags verifyEnv), so none of these is passed as a variable.
 // A tuned cluster's timing (ETCD_HEARTBEAT_INTERVAL, ETCD_ELECTION_TIMEOUT,
-// ETCD_SNAPSHOT_COUNT) may be: only the short forced run of a runbook survivor sets those
-// flags, and the operator runs it; a start whose flags meet a passed variable is refused by
-// the local runtime itself.
+// ETCD_SNAPSHOT_COUNT) may be: only a recovery's short first run of the survivor sets those
+// flags (and none that is passed: the survivor then starts once, with its own), and the
+// runbook survivor's forced run, which the operator runs; a start whose flags meet a passed
+// variable is refused by the local runtime itself.
 var ManagedFlags = []string{"name", "data-dir", "wal-dir", "listen-client-urls", "advertise-client-urls", "listen-peer-urls",
 	"initial-advertise-peer-urls", "initial-cluster", "initial-cluster-state", "initial-cluster-token", "force-new-cluster"}
 

@@ -40,7 +40,7 @@ func TestPassedRefusesWhatEtcdmedicSetsItself(t *testing.T) {
 		want      string // in the error; "" : passed
 	}{
 		{"a setting etcdmedic leaves alone", "ETCD_QUOTA_BACKEND_BYTES", ""},
-		{"a tuned cluster's timing: only a runbook's forced run sets it, and the operator runs that", "ETCD_HEARTBEAT_INTERVAL", ""},
+		{"a tuned cluster's timing: a recovery then starts its survivor once, with it (no short first run)", "ETCD_HEARTBEAT_INTERVAL", ""},
 		{"a config file: etcd would ignore every flag etcdmedic gives", "ETCD_CONFIG_FILE", "ignores every flag"},
 		{"the data dir etcdmedic starts the member on", "ETCD_DATA_DIR", "sets --data-dir itself"},
 		{"a forced start", "ETCD_FORCE_NEW_CLUSTER", "sets --force-new-cluster itself"},
