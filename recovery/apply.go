@@ -304,7 +304,8 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 		a.say("%s left alone offline: removals of %v appended to its WAL and committed (what --force-new-cluster does at start)", survivor.Name, removed)
 	}
 	plan.Crashpoint("force-new-cluster:alone")
-	spec := a.spec(survivor, a.Plan.firstRunFlags()...)
+	short := a.Plan.firstRunFlags()
+	spec := a.spec(survivor, short...)
 	spec.ClusterState = "existing"
 	if err := a.runtimeFor(survivor).Start(ctx, spec); err != nil {
 		return err
@@ -313,7 +314,7 @@ func (a *Applier) forceOffline(ctx context.Context, survivor PlanMember) error {
 	if err := a.waitWrites(ctx, survivor); err != nil {
 		return err
 	}
-	if len(a.Plan.firstRunFlags()) > 0 {
+	if len(short) > 0 {
 		a.firstRunServing = time.Now()
 	}
 	return nil
