@@ -149,7 +149,9 @@ func FileSHA256(p string) (string, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	if _, err := io.CopyBuffer(h, onlyReader{f}, buf); err != nil {
 		return "", fmt.Errorf("checksum %s: %w", p, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -63,7 +63,8 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 	var wg sync.WaitGroup
 	for range max(1, workers) {
 		wg.Go(func() {
-			buf := make([]byte, 1<<20)
+			buf := getBuffer()
+			defer putBuffer(buf)
 			for i := range next {
 				j := jobs[i]
 				from, to := filepath.Join(src, j.rel), filepath.Join(dst, j.rel)
@@ -105,7 +106,9 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 // without hashing it again. A source that changed since fails too. A linked file must still be
 // the source file itself, at the size summed.
 func VerifyAgainstSource(copyRoot, srcRoot string, files []FileSum) error {
-	a, b := make([]byte, 1<<20), make([]byte, 1<<20)
+	a, b := getBuffer(), getBuffer()
+	defer putBuffer(a)
+	defer putBuffer(b)
 	for _, f := range files {
 		if f.Linked {
 			if err := sameFile(filepath.Join(copyRoot, f.Path), filepath.Join(srcRoot, f.Path), f.Size); err != nil {
