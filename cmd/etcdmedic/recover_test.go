@@ -272,6 +272,7 @@ func TestRecoverRefusesBadInput(t *testing.T) {
 // different raft index. The survivor must be one of the two with the most history, the plan must
 // show what the others lack, and the recovery (run by the same v3.5 binary) must lose nothing.
 func TestRecoverFiveMembersOnV35ChoosesTheMostCompleteSurvivor(t *testing.T) {
+	t.Parallel()
 	c := etcdtest.NewCluster(t, etcdtest.ClusterSpec{Size: 5, Version: etcdtest.V3_5_24})
 	for _, m := range c.Members() {
 		killLocalMember(t, m.DataDir)
