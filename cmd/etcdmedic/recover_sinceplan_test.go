@@ -147,13 +147,19 @@ func TestRecoverApplyFinishesARejoinQuarantineItWasKilledIn(t *testing.T) {
 	}
 	// Before its next start (an ExecStartPre=, an init container), guard judges its data dir:
 	// the rejoined member's own, fit to start on, with no quarantine left unfinished.
-	for i := 0; i < 100; i++ {
+	// Until no process holds a file of either folder: a process being killed stops showing
+	// its command line (FindProcess) a moment before its open files, and their locks, go.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		pid, _, ok := local.FindProcess(m.DataDir)
-		if !ok {
-			break
+		if ok {
+			syscall.Kill(pid, syscall.SIGKILL)
+			continue
 		}
-		syscall.Kill(pid, syscall.SIGKILL)
-		time.Sleep(50 * time.Millisecond)
+		if held := append(local.Holders(m.DataDir), local.Holders(walDirs[other])...); len(held) > 0 {
+			t.Logf("killed %s; its folders are still held by %v", other, held)
+			continue
+		}
+		break
 	}
 	var eps []string
 	for _, member := range c.Members() {
