@@ -12,9 +12,8 @@ import (
 // etcd's graceful stop then only waits, up to its request timeout (7 s by default), for client
 // streams such as the watches every kube-apiserver holds to end, while the cluster stays down.
 // Its WAL is synced for everything it acknowledged and its db is crash-safe, so the kill loses
-// nothing (the power-cut tests cut far harder). The clients' reconnection backoff starts at
-// SIGTERM (etcd closes their connections at once), so every millisecond of grace delays the
-// moment the rebuilt survivor's listener opens against their retries.
+// nothing (the power-cut tests cut far harder). The grace is outage: plan's 2 s watch for a
+// supervisor starting the member again, and then the rebuilt survivor, wait for the stop.
 const QuorumLostStopGrace = 50 * time.Millisecond
 
 // stoppingQuorumLost returns rt with QuorumLostStopGrace when it stops local processes and no
