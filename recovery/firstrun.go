@@ -55,14 +55,10 @@ func (p *Plan) firstRunFlags() []string {
 }
 
 // inFirstRun reports whether m runs, and whether as the recovery's first run alone: with
-// --force-new-cluster, or with every one of shortRunFlags. A runbook member's process is on
-// another node: running is false, and the step asks the operator (who sees it).
+// --force-new-cluster, or with every one of shortRunFlags.
 func inFirstRun(m PlanMember) (running, first bool) {
-	if m.Runbook != "" {
-		return false, false
-	}
-	_, args, ok := local.FindProcess(m.DataDir)
-	if !ok {
+	args, running := localArgs(m)
+	if !running {
 		return false, false
 	}
 	if local.HasFlag(args, "--force-new-cluster") {
@@ -79,18 +75,25 @@ func inFirstRun(m PlanMember) (running, first bool) {
 // runsForced reports whether m runs with --force-new-cluster: alone, whatever else it runs
 // with (shortRunFlags alone could be a tuned member's own settings).
 func runsForced(m PlanMember) bool {
+	args, running := localArgs(m)
+	return running && local.HasFlag(args, "--force-new-cluster")
+}
+
+// localArgs returns the command line of m's running etcd, if it runs here. A runbook member's
+// process is on another node: it does not, and the step asks the operator (who sees it).
+func localArgs(m PlanMember) (args []string, running bool) {
 	if m.Runbook != "" {
-		return false
+		return nil, false
 	}
-	_, args, ok := local.FindProcess(m.DataDir)
-	return ok && local.HasFlag(args, "--force-new-cluster")
+	_, args, running = local.FindProcess(m.DataDir)
+	return args, running
 }
 
 // FirstRunServes is how long the survivor's first run alone serves before restart-clean
-// restarts it, counted from its first write. The clients that found the cluster down retry
-// with a growing backoff (gRPC's default waits 1 s, then 1.6 times longer each time, give or
-// take a fifth: 3 to 5 s into an outage, its tries are 2.6 s apart). A restart before they
-// come back would add its own outage to theirs; 3 s lets most of them write first.
+// restarts it, counted from its first write. Clients come back late: a request sent while the
+// cluster was down waits out its own timeout (2 s in bench/recover's workload), or a gRPC
+// reconnection, before the client sends the next. A restart before they are back would add
+// its own outage to theirs; 3 s lets most of them write first.
 const FirstRunServes = 3 * time.Second
 
 // letClientsBack waits, before the first run's restart, until it has served FirstRunServes
@@ -100,7 +103,7 @@ func (a *Applier) letClientsBack(ctx context.Context, survivor PlanMember) error
 	if a.firstRunServing.IsZero() || wait <= 0 {
 		return nil
 	}
-	a.say("%s serves alone; restarting it with its own settings in %s, once clients backing off have found it up", survivor.Name, wait.Round(100*time.Millisecond))
+	a.say("%s serves alone; restarting it with its own settings in %s, once clients have found it up", survivor.Name, wait.Round(100*time.Millisecond))
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
