@@ -28,8 +28,9 @@ type Kubernetes struct {
 // StartKubernetes starts a kube-apiserver (binary) beside every member, writes a kubeconfig
 // with a context per member into the sandbox dir, and waits until every apiserver is ready. An
 // apiserver that finds its port taken (by a process that listened on it between the choice and
-// the bind) is started again on another; one that exits otherwise is not waited for until the
-// timeout, and its error carries its log's last lines.
+// the bind) is started again on another; one that gave up its first repair of the service IPs
+// (see startUpRace) is started again on its own, as kubelet would; one that exits otherwise is
+// not waited for until the timeout, and its error carries its log's last lines.
 func (sb *Sandbox) StartKubernetes(ctx context.Context, binary string, timeout time.Duration) error {
 	if sb.Kubernetes != nil {
 		return errors.New("the sandbox runs Kubernetes already")
@@ -97,8 +98,8 @@ func (sb *Sandbox) saveKubernetes() error {
 }
 
 // WaitKubernetesReady waits until every apiserver is ready, and returns when each was. One
-// that exits meanwhile is not waited for until the timeout: its error carries its log's last
-// lines.
+// that gave up its first repair of the service IPs is started again on its port; one that exits
+// otherwise is not waited for until the timeout: its error carries its log's last lines.
 func (sb *Sandbox) WaitKubernetesReady(ctx context.Context, timeout time.Duration) (map[string]time.Time, error) {
 	return sb.waitKubernetesReady(ctx, timeout, false)
 }
@@ -113,25 +114,32 @@ func (sb *Sandbox) waitKubernetesReady(ctx context.Context, timeout time.Duratio
 	servers := sb.Kubernetes.APIServers
 	readyAt := make([]time.Time, len(servers))
 	errs := make([]error, len(servers))
-	var moving sync.Mutex // one apiserver moved, and the state written, at a time
+	var restarting sync.Mutex // one apiserver started again, and the state written, at a time
 	var wg sync.WaitGroup
 	for i := range servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s := &servers[i]
-			portTaken := func() error {
-				if !movePorts {
-					return errors.New("its URL may be in use: not moved")
+			startAgain := func(why exitCause) error {
+				restarting.Lock()
+				defer restarting.Unlock()
+				switch why {
+				case portTaken:
+					if !movePorts {
+						return errors.New("its URL may be in use: not moved")
+					}
+					if err := sb.moveAPIServer(s); err != nil {
+						return err
+					}
+				case startUpRace:
+					if err := sb.restartAPIServer(s); err != nil {
+						return err
+					}
 				}
-				moving.Lock()
-				defer moving.Unlock()
-				if err := sb.moveAPIServer(s); err != nil {
-					return err
-				}
-				return sb.saveKubernetes() // the ports the apiservers serve on
+				return sb.saveKubernetes() // the ports and pids of the apiservers
 			}
-			if errs[i] = sb.waitAPIServer(ctx, s, timeout, portTaken); errs[i] == nil {
+			if errs[i] = sb.waitAPIServer(ctx, s, timeout, startAgain); errs[i] == nil {
 				readyAt[i] = time.Now()
 			}
 		}()
@@ -146,17 +154,46 @@ func (sb *Sandbox) waitKubernetesReady(ctx context.Context, timeout time.Duratio
 	return ready, errors.Join(errs...)
 }
 
-// apiServerPortTries bounds how often one apiserver is started again on another port.
-const apiServerPortTries = 3
+// apiServerStartTries bounds how often one apiserver is started again, for each exitCause.
+const apiServerStartTries = 3
 
-// waitAPIServer waits until s is ready. When it has exited: if its log says its port was taken
-// and portTaken (at most apiServerPortTries times) started it again elsewhere, it goes on
-// waiting; else it fails with the log's last lines.
-func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout time.Duration, portTaken func() error) error {
+// exitCause is why an apiserver that exited before it was ready is started again.
+type exitCause int
+
+const (
+	exitedForGood exitCause = iota
+	// portTaken: another process listened on its port between the choice and the bind. It is
+	// started again on another port.
+	portTaken
+	// startUpRace: its first repair of the service IPs failed and it gave up after 60 s
+	// (kubernetes/kubernetes#130377, #136288: when apiservers start together on a new etcd,
+	// one can see the kubernetes Service before the IPAddress another one created for it, and
+	// its create of that IPAddress fails with "already exists"; the repair controller does not
+	// retry). Kubelet starts it again, and so does the sandbox, on its own port: the Service and
+	// its IPAddress are both in etcd by then.
+	startUpRace
+)
+
+// whyExited reads the last lines of an apiserver's log that exited before it was ready.
+func whyExited(tail string) exitCause {
+	switch {
+	case strings.Contains(tail, "address already in use"):
+		return portTaken
+	case strings.Contains(tail, `PostStartHook "start-service-ip-repair-controllers" failed`):
+		return startUpRace
+	}
+	return exitedForGood
+}
+
+// waitAPIServer waits until s is ready. When it has exited for a cause startAgain mends (at
+// most apiServerStartTries times each), it goes on waiting; else it fails with the log's last
+// lines.
+func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout time.Duration, startAgain func(exitCause) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := time.Now()
-	for moves := 0; ; {
+	tries := map[exitCause]int{}
+	for {
 		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		err := kubeapi.Ready(rctx, s.URL, &sb.Kubernetes.Credentials)
 		rcancel()
@@ -167,13 +204,14 @@ func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout
 			url, log := s.URL, s.LogFile
 			tail := lastLines(log, 20)
 			exited := fmt.Errorf("the apiserver beside %s (%s) exited before it was ready; the last lines of %s:\n%s", s.Name, url, log, tail)
-			if !strings.Contains(tail, "address already in use") || moves == apiServerPortTries {
+			why := whyExited(tail)
+			if why == exitedForGood || tries[why] == apiServerStartTries {
 				return exited
 			}
-			if err := portTaken(); err != nil {
-				return fmt.Errorf("%w\nits port was taken; starting it on another: %v", exited, err)
+			if err := startAgain(why); err != nil {
+				return fmt.Errorf("%w\nstarting it again: %v", exited, err)
 			}
-			moves++
+			tries[why]++
 			continue
 		}
 		select {
@@ -182,6 +220,23 @@ func (sb *Sandbox) waitAPIServer(ctx context.Context, s *kubeapi.Server, timeout
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// restartAPIServer starts s, which exited, again on its port, as kubelet would. Its log goes
+// on, after a line that says so.
+func (sb *Sandbox) restartAPIServer(s *kubeapi.Server) error {
+	log, err := openPrivate(s.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
+	if err != nil {
+		return fmt.Errorf("open apiserver log: %w", err)
+	}
+	_, err = fmt.Fprintf(log, "--- etcdmedic sandbox: pid %d exited before it was ready; started again at %s\n", s.PID, time.Now().UTC().Format(time.RFC3339Nano))
+	if cerr := log.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return sb.startAPIServer(s)
 }
 
 // moveAPIServer starts s, which exited, again on a port chosen anew. Its log starts over (the

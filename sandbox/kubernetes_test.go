@@ -79,4 +79,48 @@ func TestAnAPIServerThatExitsFailsTheStartAtOnce(t *testing.T) {
 	}
 }
 
+// kube-apiserver gives up when its first repair of the service IPs fails, and exits 60 s after
+// its start (kubernetes/kubernetes#130377: apiservers started together on a new etcd race to
+// create the kubernetes Service's IPAddress). Kubelet starts it again, and so does the sandbox:
+// here the apiserver's first start exits the way it does, and the second is the real one.
+func TestAnAPIServerThatGaveUpItsServiceIPRepairIsStartedAgain(t *testing.T) {
+	t.Parallel()
+	sb, err := Up(t.Context(), Options{Dir: filepath.Join(t.TempDir(), "sb"), Members: 1, Command: []string{etcdtest.Binary(t, etcdtest.V3_6).Path}})
+	if sb != nil {
+		t.Cleanup(func() { sb.Down(5 * time.Second) })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	firstStart := filepath.Join(dir, "first-start-done")
+	apiserver := filepath.Join(dir, "kube-apiserver")
+	script := "#!/bin/sh\n" +
+		"if [ ! -e '" + firstStart + "' ]; then\n" +
+		"  : > '" + firstStart + "'\n" +
+		"  echo 'E1204 19:54:48.842277   23148 repairip.go:235] \"Unhandled Error\" err=\"ipaddresses.networking.k8s.io \\\"10.96.0.1\\\" already exists\"' >&2\n" +
+		"  echo 'F1204 19:55:47.481507   23148 hooks.go:204] PostStartHook \"start-service-ip-repair-controllers\" failed: unable to perform initial IP and Port allocation check' >&2\n" +
+		"  exit 255\n" +
+		"fi\n" +
+		"exec '" + etcdtest.KubeAPIServerBinary(t) + "' \"$@\"\n"
+	if err := os.WriteFile(apiserver, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := sb.StartKubernetes(t.Context(), apiserver, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s := sb.Kubernetes.APIServers[0]
+	b, err := os.ReadFile(s.LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log := string(b); !strings.Contains(log, "start-service-ip-repair-controllers") || !strings.Contains(log, "exited before it was ready; started again") {
+		t.Errorf("the apiserver's log does not show its first start and the second:\n%s", lastLines(s.LogFile, 40))
+	}
+	if saved, err := Load(sb.Dir); err != nil || saved.Kubernetes == nil || saved.Kubernetes.APIServers[0].PID != s.PID || !apiServerRunning(&s) {
+		t.Errorf("the sandbox's state does not name the running apiserver (pid %d): %v", s.PID, err)
+	}
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }
