@@ -21,14 +21,23 @@ import (
 // not change meanwhile (a stopped member). Links are followed (see walkFollowing): the copy
 // holds the files behind them as plain files and folders; Links lists the links themselves.
 func CopyTreeSummed(src, dst string, skip map[string]bool, workers int) ([]FileSum, int64, error) {
-	return CopyTreeLinking(src, dst, skip, workers, nil)
+	files, total, err := CopyTreeLinking(src, dst, skip, workers, nil)
+	if err == nil {
+		err = SyncTree(dst)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return files, total, nil
 }
 
-// CopyTreeLinking is CopyTreeSummed, except that the files named in sealed (relative to src),
-// files their writer never changes in place, are hard-linked into dst when they are on the same
-// filesystem and readable by their owner only: the link keeps them when the source is removed or
-// renamed, and costs no copy. Each is summed from the file itself and marked Linked, and
-// VerifyAgainstSource checks it is still the same file. Elsewhere they are copied.
+// CopyTreeLinking is CopyTreeSummed, except that nothing is fsynced yet (SyncTree does that, and
+// can run beside VerifyAgainstSource: both only wait on the disk and the page cache), and that
+// the files named in sealed (relative to src), files their writer never changes in place, are
+// hard-linked into dst when they are on the same filesystem and readable by their owner only:
+// the link keeps them when the source is removed or renamed, and costs no copy. Each is summed
+// from the file itself and marked Linked, and VerifyAgainstSource checks it is still the same
+// file. Elsewhere they are copied.
 func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed map[string]bool) ([]FileSum, int64, error) {
 	type job struct {
 		rel   string
@@ -89,13 +98,6 @@ func CopyTreeLinking(src, dst string, skip map[string]bool, workers int, sealed 
 		total += out[i].Size
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	// The folders' entries must survive a crash too, empty ones and those holding only folders
-	// (data/member) included: deepest first, dst last (folders lists parents before children).
-	for i := len(folders) - 1; i >= 0; i-- {
-		if err := SyncDir(folders[i]); err != nil {
-			return nil, 0, err
-		}
-	}
 	return out, total, nil
 }
 
@@ -183,9 +185,6 @@ func copySummed(src, dst string) (string, int64, error) {
 	var n int64
 	if err == nil {
 		sum, n, err = copyHashing(out, in)
-	}
-	if err == nil {
-		err = out.Sync()
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
