@@ -170,13 +170,16 @@ func sameBytes(copyPath, srcPath string, size int64, a, b []byte) error {
 	return nil
 }
 
+// copySummed copies src to dst, in the kernel where it can (copyInKernel), else through this
+// process's buffers (copyHashing), and returns the checksum of the copy's bytes. dst is not
+// fsynced: see SyncTree.
 func copySummed(src, dst string) (string, int64, error) {
 	in, err := os.Open(src)
 	if err != nil {
 		return "", 0, err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return "", 0, err
 	}
@@ -184,7 +187,10 @@ func copySummed(src, dst string) (string, int64, error) {
 	var sum string
 	var n int64
 	if err == nil {
-		sum, n, err = copyHashing(out, in)
+		var handled bool
+		if sum, n, handled, err = copyInKernel(out, in); err == nil && !handled {
+			sum, n, err = copyHashing(out, in)
+		}
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
