@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -201,5 +203,25 @@ func TestCopySummedInTheKernelSumsTheCopy(t *testing.T) {
 				t.Fatalf("%d bytes from %s: copied %d, sum %s (want %x), same bytes %v: %v %v", size, dir, n, sum, want, bytes.Equal(got, body), err, rerr)
 			}
 		}
+	}
+}
+
+// A copy made in the kernel onto a filesystem that fills part way fails with the disk's own
+// error, and says which file it was copying. (Source and copy on one small tmpfs: the kernel
+// copies there, where a copy across filesystems would go through a buffer.)
+func TestCopySummedInTheKernelOntoAFullDisk(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=6m"); err != nil {
+		t.Skipf("a small filesystem is needed (tmpfs mount as root): %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	src := filepath.Join(dir, "db")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("etcd"), 1<<20), 0o600); err != nil { // 4 MiB of 6
+		t.Fatal(err)
+	}
+	sum, n, err := copySummed(src, filepath.Join(dir, "copy"))
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), src) || sum != "" || n != 0 {
+		t.Fatalf("a copy onto a full disk: sum %q, %d bytes, %v", sum, n, err)
 	}
 }

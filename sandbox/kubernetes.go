@@ -174,8 +174,15 @@ const (
 	startUpRace
 )
 
-// whyExited reads the last lines of an apiserver's log that exited before it was ready.
+// restartMark begins the line restartAPIServer writes into the log before the next start.
+const restartMark = "--- etcdmedic sandbox: "
+
+// whyExited reads the last lines of an apiserver's log that exited before it was ready: only
+// those of its last start, not the lines of the start before it.
 func whyExited(tail string) exitCause {
+	if i := strings.LastIndex(tail, restartMark); i >= 0 {
+		tail = tail[i:]
+	}
 	switch {
 	case strings.Contains(tail, "address already in use"):
 		return portTaken
@@ -229,7 +236,7 @@ func (sb *Sandbox) restartAPIServer(s *kubeapi.Server) error {
 	if err != nil {
 		return fmt.Errorf("open apiserver log: %w", err)
 	}
-	_, err = fmt.Fprintf(log, "--- etcdmedic sandbox: pid %d exited before it was ready; started again at %s\n", s.PID, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err = fmt.Fprintf(log, "%spid %d exited before it was ready; started again at %s\n", restartMark, s.PID, time.Now().UTC().Format(time.RFC3339Nano))
 	if cerr := log.Close(); err == nil {
 		err = cerr
 	}

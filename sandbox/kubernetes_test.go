@@ -124,3 +124,22 @@ func TestAnAPIServerThatGaveUpItsServiceIPRepairIsStartedAgain(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Why an apiserver exited is read from the lines of its last start only.
+func TestWhyAnAPIServerExited(t *testing.T) {
+	race := `F1204 19:55:47.481507 23148 hooks.go:204] PostStartHook "start-service-ip-repair-controllers" failed: unable to perform initial IP and Port allocation check`
+	for _, tc := range []struct {
+		name, tail string
+		want       exitCause
+	}{
+		{"its port was taken", "E1204 failed to listen: listen tcp 127.0.0.1:6443: bind: address already in use", portTaken},
+		{"it gave up its service-IP repair", "I1204 Caches are synced\n" + race, startUpRace},
+		{"a flag it does not know", "Error: unknown flag: --profiling", exitedForGood},
+		{"started again after the race, then failed otherwise", race + "\n" + restartMark + "pid 7 exited before it was ready; started again\nError: unknown flag: --profiling", exitedForGood},
+		{"started again after the race, and lost it again", race + "\n" + restartMark + "pid 7 exited before it was ready; started again\n" + race, startUpRace},
+	} {
+		if got := whyExited(tc.tail); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
