@@ -106,7 +106,8 @@ func (r Runtime) load(dataDir string) ([]byte, error) {
 	return b, nil
 }
 
-// Stop moves the manifest out of kubelet's folder and waits until etcd is gone.
+// Stop moves the manifest out of kubelet's folder and waits until etcd is gone, and stays gone
+// for stopSettle.
 func (r Runtime) Stop(ctx context.Context, m runtime.MemberSpec) error {
 	if err := r.backupOnce(); err != nil {
 		return err
@@ -154,10 +155,28 @@ func (r Runtime) Start(ctx context.Context, m runtime.MemberSpec) error {
 	return r.waitFor(ctx, m.DataDir, true)
 }
 
+// stopSettle is how long etcd must stay gone once its manifest has left kubelet's folder. A
+// kubelet that read the manifest just before it moved can still restart a crash-looping etcd
+// from what it read, and kills it once it sees the manifest gone: a stop that returned at the
+// first look without a process left apply to find that one running (CI-110, a master whose
+// etcd crash-looped on a broken manifest).
+const stopSettle = time.Second
+
+// waitFor waits until etcd runs on dataDir (running), or until it is gone and has stayed gone
+// for stopSettle.
 func (r Runtime) waitFor(ctx context.Context, dataDir string, running bool) error {
 	deadline := time.Now().Add(r.wait())
+	var goneSince time.Time
 	for {
-		if _, _, ok := local.FindProcess(dataDir); ok == running {
+		_, _, ok := local.FindProcess(dataDir)
+		switch {
+		case running && ok:
+			return nil
+		case running, ok:
+			goneSince = time.Time{}
+		case goneSince.IsZero():
+			goneSince = time.Now()
+		case time.Since(goneSince) >= stopSettle:
 			return nil
 		}
 		if time.Now().After(deadline) {
